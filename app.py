@@ -1,0 +1,25 @@
+"""Parallel Decoding Lab: the Streamlit entry point.
+
+    streamlit run app.py
+
+This file is the frame around every page: page config, the shared sidebar (prompt, method,
+parameters, model, Run / Stop), and a run started from the sidebar, streamed at the top of the
+page. The pages (pages/*.py) only read the stored traces and draw them with viz/.
+"""
+
+import streamlit as st
+
+from pages.common import ui
+
+st.set_page_config(page_title="Parallel Decoding Lab", page_icon="⏩", layout="wide")
+ui.init_state()
+
+nav = st.navigation([
+    st.Page("pages/jacobi.py", title="Jacobi", icon="🧮", default=True),
+    st.Page("pages/lookahead.py", title="Lookahead", icon="🔭"),
+    st.Page("pages/compare.py", title="Compare", icon="⚖️"),
+    st.Page("pages/traces.py", title="Traces", icon="💾"),
+])
+if ui.sidebar():
+    ui.run_methods([ui.selected_method()])
+nav.run()

@@ -1,0 +1,269 @@
+"""Shared Streamlit pieces: session state, the sidebar, the shared model, streamed runs.
+
+Results live in ``st.session_state`` (``traces``: method -> Trace, ``sources``: method -> what it
+is), so moving a widget re-renders from stored traces and never re-runs the model. The model is
+loaded once per process (``st.cache_resource``) and shared by all sessions; a lock lets one run
+use it at a time. Decoding state (the KV cache, the pool) lives in the Run, never in the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from decoding.trace import Trace
+from viz.style import GREEN, METHOD_NAMES, esc, text_colour
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = ROOT / "assets"
+METHODS = ("ar", "jacobi", "lookahead", "pld")
+APP_MAX_NEW_TOKENS = 512  # the app's cap (the core allows more from the CLI)
+UPLOAD_CAP_MB = 20
+
+EXAMPLE_PROMPTS: dict[str, tuple[str, bool]] = {  # label -> (prompt, chat mode)
+    "Code: primes": ("Write a Python function is_prime(n) that checks whether n is a prime number, "
+                     "then use it to print all the primes below 50.", True),
+    "Math: word problem": ("A train leaves at 3:15 pm and travels 180 km at 60 km/h. Then it waits 20 minutes "
+                           "and travels another 90 km at 45 km/h. When does it arrive? Explain step by step.", True),
+    "Chat: advice": ("I have a job interview tomorrow for a junior data analyst position. "
+                     "What should I prepare tonight?", True),
+    "Summarise a text": ("Summarise the following text in three sentences.\n\n"
+                         "The Jacobi method is an iterative algorithm for solving a system of linear equations. "
+                         "Each diagonal element is solved for, and an approximate value is plugged in. The process "
+                         "is then iterated until it converges. Applied to language models, Jacobi decoding guesses "
+                         "a block of future tokens, runs the model over the whole block in one forward pass, and "
+                         "replaces every guess with the model's prediction at the previous position. Tokens that "
+                         "stop changing are accepted. Greedy Jacobi decoding returns exactly the text that plain "
+                         "autoregressive decoding would, but it may need fewer forward passes.", True),
+    "Plain text (no chat)": ("The three laws of thermodynamics are", False),
+}
+
+
+# ---- example traces and session state -----------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def example_traces() -> dict[str, Trace]:
+    """The traces shipped in assets/ (read once per process, shared read-only)."""
+    out = {}
+    for m in METHODS:
+        p = ASSETS / f"example_{m}.json"
+        try:
+            out[m] = Trace.load(str(p))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def init_state() -> None:
+    ss = st.session_state
+    if "traces" not in ss:
+        ex = example_traces()
+        ss.traces = dict(ex)
+        ss.sources = {m: f"example trace (assets/example_{m}.json)" for m in ex}
+        ss.order = list(ex)  # most recent last
+    first = next(iter(EXAMPLE_PROMPTS))
+    defaults = {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
+                "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64, "seed": 0,
+                "p_n": 16, "p_W": 5, "p_N": 4, "p_G": 5, "p_seed_pool_prompt": True, "p_harvest_output": True,
+                "p_k": 10, "p_max_ngram": 3}
+    for k, v in defaults.items():
+        ss.setdefault(k, v)
+
+
+def put_trace(trace: Trace, source: str) -> None:
+    ss = st.session_state
+    ss.traces[trace.method] = trace
+    ss.sources[trace.method] = source
+    ss.order = [m for m in ss.order if m != trace.method] + [trace.method]
+
+
+# ---- the sidebar ------------------------------------------------------------------------------------
+def _use_example() -> None:
+    prompt, chat = EXAMPLE_PROMPTS[st.session_state.example]
+    st.session_state.prompt, st.session_state.chat = prompt, chat
+
+
+def sidebar() -> bool:
+    """Draw the shared controls; True when Run was pressed in this rerun."""
+    with st.sidebar:
+        st.markdown("### Prompt")
+        st.selectbox("Example prompt", list(EXAMPLE_PROMPTS), key="example", on_change=_use_example)
+        st.text_area("Prompt", key="prompt", height=150)
+        st.checkbox("Chat mode (the model's chat template)", key="chat")
+        st.markdown("### Method")
+        st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
+        method = selected_method()
+        with st.expander("Jacobi: block size n", expanded=method == "jacobi"):
+            st.number_input("n (tokens per block)", min_value=1, max_value=64, key="p_n")
+        with st.expander("Lookahead: W, N, G", expanded=method == "lookahead"):
+            st.number_input("W (window columns)", min_value=1, max_value=32, key="p_W")
+            st.number_input("N (n-gram size)", min_value=2, max_value=8, key="p_N")
+            st.number_input("G (max candidates)", min_value=0, max_value=32, key="p_G")
+            st.checkbox("Seed the pool with the prompt's n-grams", key="p_seed_pool_prompt")
+            st.checkbox("Harvest n-grams from the output too", key="p_harvest_output")
+        with st.expander("Prompt lookup: k, n-gram", expanded=method == "pld"):
+            st.number_input("k (max draft tokens)", min_value=1, max_value=64, key="p_k")
+            st.number_input("max n-gram to match", min_value=1, max_value=8, key="p_max_ngram")
+        st.number_input("Max new tokens", min_value=1, max_value=APP_MAX_NEW_TOKENS, key="max_new_tokens",
+                        help=f"at most {APP_MAX_NEW_TOKENS} in the app")
+        st.number_input("Seed (Jacobi / lookahead initial guesses)", min_value=0, max_value=2**31 - 1, key="seed")
+        st.markdown("### Model")
+        st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
+                      help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
+                           "cache, or a local model folder.")
+        c1, c2 = st.columns(2)
+        run = c1.button("Run", type="primary", key="run_button", width="stretch")
+        c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
+    return run
+
+
+def selected_method() -> str:
+    label = st.session_state.get("method_label")
+    return next((m for m in METHODS if METHOD_NAMES[m] == label), "lookahead")
+
+
+def pick(label: str, options: dict[str, object], key: str):
+    """A selectbox over display labels (AppTest-friendly: no format_func); returns the value."""
+    choice = st.selectbox(label, list(options), key=key)
+    return options.get(choice, next(iter(options.values())))
+
+
+def method_params(method: str) -> dict:
+    ss = st.session_state
+    return {
+        "ar": {},
+        "jacobi": {"n": int(ss.p_n), "seed": int(ss.seed)},
+        "lookahead": {"W": int(ss.p_W), "N": int(ss.p_N), "G": int(ss.p_G), "seed": int(ss.seed),
+                      "seed_pool_prompt": bool(ss.p_seed_pool_prompt), "harvest_output": bool(ss.p_harvest_output)},
+        "pld": {"k": int(ss.p_k), "max_ngram": int(ss.p_max_ngram)},
+    }[method]
+
+
+# ---- the model and runs ----------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=2)
+def get_model(name: str):
+    """One LoadedModel per name per process, shared by all sessions (read-only: weights only)."""
+    from decoding.model import load_model
+
+    return load_model(name or None)
+
+
+@st.cache_resource(show_spinner=False)
+def model_lock() -> threading.Lock:
+    return threading.Lock()
+
+
+def check_inputs() -> list[str]:
+    """Problems with the sidebar's settings, each as one sentence (empty: fine)."""
+    ss = st.session_state
+    errs = []
+    if not str(ss.prompt).strip():
+        errs.append("The prompt is empty: type one or pick an example.")
+    mnt = ss.max_new_tokens
+    if not isinstance(mnt, int) or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
+        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}.")
+    return errs
+
+
+def chunks_html(chunks: list[tuple[str, int]]) -> str:
+    """Committed chunks as they landed: a multi-token step is one highlighted chunk."""
+    out = []
+    for i, (text, n) in enumerate(chunks):
+        bg = GREEN if n > 1 else ("#EEEEEE" if i % 2 else "#DDDDDD")
+        out.append(f'<span title="step {i}: {n} token(s)" style="background:{bg};color:{text_colour(bg)};'
+                   f'border-radius:3px;padding:0 1px;white-space:pre-wrap">{esc(text)}</span>')
+    return '<div style="font-family:monospace;font-size:15px;line-height:1.8">' + "".join(out) + "</div>"
+
+
+def run_methods(methods: list[str]) -> None:
+    """Decode the sidebar's prompt with each method, streaming committed chunks; store the traces."""
+    from decoding.model import ModelError
+    from decoding.run import ConfigError, Run
+
+    ss = st.session_state
+    errs = check_inputs()
+    if errs:
+        for e in errs:
+            st.error(e)
+        return
+    name = str(ss.model_name).strip()
+    try:
+        with st.spinner(f"Loading {name or 'the bundled model'} (once per server)…"):
+            lm = get_model(name)
+        ids = lm.encode(ss.prompt, chat=bool(ss.chat))
+    except (ModelError, ValueError) as e:
+        st.error(f"Cannot run: {e}")
+        return
+    for method in methods:
+        try:
+            run = Run(lm, ids, method, method_params(method), int(ss.max_new_tokens),
+                      prompt_text=ss.prompt, chat=bool(ss.chat))
+        except (ConfigError, ValueError) as e:
+            st.error(f"{METHOD_NAMES[method]}: {e}")
+            continue
+        stream(run, lm, ids, method)
+
+
+def stream(run, lm, ids: list[int], method: str) -> None:
+    box = st.container(border=True)
+    box.markdown(f"**{METHOD_NAMES[method]}** · {esc(lm.model_id)} on {esc(lm.device)}")
+    prog = box.progress(0.0, text="waiting for the model…")
+    out = box.empty()
+    lock = model_lock()
+    while not lock.acquire(timeout=0.25):
+        prog.progress(0.0, text="another session is decoding; waiting for it to finish…")
+    chunks: list[tuple[str, int]] = []
+    done: list[int] = []
+    t0 = time.perf_counter()
+    it = iter(run)
+    try:
+        for step in it:
+            chunks.append(("".join(lm.pieces(step.tokens, ids + done)), len(step.tokens)))
+            done += step.tokens
+            out.markdown(chunks_html(chunks), unsafe_allow_html=True)
+            n = len(done) + 1
+            prog.progress(min(1.0, n / run.max_new_tokens),
+                          text=f"{n} tokens · {len(chunks)} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
+    finally:  # also when Stop (or any widget) interrupts the script: keep what was decoded
+        it.close()
+        lock.release()
+        trace = run.trace
+        what = "stopped early" if trace.stop_reason == "stopped" else "finished"
+        put_trace(trace, f"live run ({what}, {time.strftime('%H:%M:%S')})")
+    prog.progress(1.0, text=f"done: {len(trace.output_ids)} tokens in {trace.n_steps} steps "
+                            f"({trace.tokens_per_step:.2f} tokens/step, {trace.seconds:.1f} s)")
+
+
+# ---- page helpers ----------------------------------------------------------------------------------
+def trace_for(method: str) -> Trace | None:
+    """The trace a page shows for ``method``, with a caption saying which one it is."""
+    ss = st.session_state
+    t = ss.traces.get(method)
+    if t is None:
+        st.info(f"No {METHOD_NAMES[method]} trace yet: choose {METHOD_NAMES[method]} in the sidebar and press Run, "
+                "or upload a trace on the Traces page.")
+        return None
+    caption(t, ss.sources.get(method, ""))
+    return t
+
+
+def caption(t: Trace, source: str) -> None:
+    prompt = t.prompt_text or "".join(t.prompt_pieces)
+    short = prompt if len(prompt) <= 160 else prompt[:157] + "…"
+    params = ", ".join(f"{k}={v}" for k, v in t.params.items())
+    st.caption(f"Showing: {esc(source)} · {esc(t.model_id)} · {esc(METHOD_NAMES.get(t.method, t.method))}"
+               f"{' (' + esc(params) + ')' if params else ''} · {len(t.output_ids)} tokens in {t.n_steps} steps "
+               f"({t.tokens_per_step:.2f} tokens/step) · stop: {esc(t.stop_reason or '?')}")
+    st.caption(f"Prompt{' (chat)' if t.chat else ''}: {esc(short)}")
+
+
+def chart(builder, *args, key: str | None = None, **kw) -> None:
+    """Draw a figure; a trace the builder cannot draw gets a message instead of a traceback."""
+    try:
+        fig = builder(*args, **kw)
+    except Exception as e:  # noqa: BLE001 - an uploaded trace may be valid JSON yet inconsistent
+        st.error(f"Cannot draw this view from the trace: {type(e).__name__}: {e}")
+        return
+    st.plotly_chart(fig, theme=None, key=key, config={"displaylogo": False})

@@ -1,0 +1,32 @@
+"""Jacobi page: one block's trajectory animated, the block as CLLM's figure, per-block counts."""
+
+import streamlit as st
+
+from decoding import analysis
+from pages.common import ui
+from viz import jacobi, style
+
+st.title("Jacobi decoding")
+st.markdown("A block of n guesses is refined in parallel: each iteration feeds the block in one forward pass "
+            "and replaces every guess with the model's prediction at the position before it. The longest prefix "
+            "that stops changing is committed. Press **Play**.")
+t = ui.trace_for("jacobi")
+if t is not None:
+    blocks = [b.index for b in t.blocks] or sorted({s.jacobi.block for s in t.steps if s.jacobi})
+    if not blocks:
+        st.warning("This trace has no Jacobi records (recording was off).")
+        st.stop()
+    iters = {b.index: b.iterations for b in t.blocks}
+    block = ui.pick("Block", {f"block {b} · {iters.get(b, '?')} iterations": b for b in blocks}, key="jacobi_block")
+    n_frames = len(jacobi.block_records(t, block)) + 1
+    page = 0
+    if n_frames > style.MAX_FRAMES:
+        spans = style.pages(n_frames)
+        page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
+    ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
+    with right:
+        ui.chart(jacobi.counts_figure, t, key="jacobi_counts")
+        st.dataframe(analysis.jacobi_counts(t), hide_index=True)

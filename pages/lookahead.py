@@ -1,0 +1,38 @@
+"""Lookahead page: the window / candidates animation, the n-gram pool, the attention mask."""
+
+import streamlit as st
+
+from pages.common import ui
+from viz import lookahead, style
+
+st.title("Lookahead decoding")
+st.markdown("Each step feeds the current token, a 2D window of guesses (N-1 levels × W columns) and up to G "
+            "candidate n-grams from the pool, in one forward pass. The window's columns become n-grams in the "
+            "pool; candidates that match the model's own predictions are accepted. Press **Play**.")
+t = ui.trace_for("lookahead")
+if t is not None:
+    steps = lookahead.lookahead_steps(t)
+    if not steps:
+        st.warning("This trace has no lookahead records (recording was off).")
+        st.stop()
+    page = 0
+    if len(steps) > style.MAX_FRAMES:
+        spans = style.pages(len(steps))
+        page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="la_page")
+    ui.chart(lookahead.step_animation, t, page, key="la_anim")
+    st.subheader("The n-gram pool")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.chart(lookahead.pool_graph_animation, t, page, key="la_pool_graph")
+    with right:
+        si = st.select_slider("Pool before step", options=steps, key="la_pool_step")
+        rows = lookahead.pool_rows(t, si)
+        st.caption(f"{len(rows)} n-grams under {len({r['key id'] for r in rows})} keys (oldest first per key)")
+        st.dataframe(rows, hide_index=True, height=420)
+    st.subheader("The attention mask of one step")
+    W, N, G = (int(t.params.get(k, d)) for k, d in (("W", 5), ("N", 4), ("G", 5)))
+    c1, c2 = st.columns(2)
+    levels = c1.slider("Window levels (fewer while the window fills)", 1, max(N - 1, 1), max(N - 1, 1), key="la_levels") \
+        if N > 2 else 1
+    cands = c2.slider("Candidates verified this step", 0, max(G, 1), min(G, 2), key="la_cands")
+    ui.chart(lookahead.mask_figure, W, N, cands, levels, key="la_mask")

@@ -1,0 +1,55 @@
+"""Make the example traces every app page opens on (assets/example_<method>.json).
+
+All four methods decode the same prompt with the bundled model (greedy, chat mode), so the
+Compare page can set them side by side. Run from the repo root:
+
+    python scripts/make_example_traces.py [--max-new-tokens 80] [--out assets]
+
+Greedy decoding is deterministic, so the token ids are reproducible; the times are this machine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from decoding.model import load_model  # noqa: E402
+from decoding.run import DEFAULT_PARAMS, Run  # noqa: E402
+
+PROMPT = ("Write a Python function is_prime(n) that checks whether n is a prime number, "
+          "then use it to print all the primes below 50.")
+PARAMS = {
+    "ar": {},
+    "jacobi": {"n": 16, "seed": 0},
+    "lookahead": {**DEFAULT_PARAMS["lookahead"], "W": 5, "N": 4, "G": 5},
+    "pld": {"k": 10, "max_ngram": 3},
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-new-tokens", type=int, default=80)
+    ap.add_argument("--out", default="assets")
+    ap.add_argument("--prompt", default=PROMPT)
+    ap.add_argument("--no-chat", action="store_true")
+    a = ap.parse_args()
+    lm = load_model(None, device="cpu", progress=print)
+    chat = not a.no_chat
+    ids = lm.encode(a.prompt, chat=chat)
+    os.makedirs(a.out, exist_ok=True)
+    for method, params in PARAMS.items():
+        t0 = time.perf_counter()
+        trace = Run(lm, ids, method, params, a.max_new_tokens, prompt_text=a.prompt, chat=chat).decode()
+        path = os.path.join(a.out, f"example_{method}.json")
+        trace.save(path)
+        s = trace.summary()
+        print(f"{method:10s} {s['new_tokens']} tokens, {s['steps']} steps, {s['tokens_per_step']:.2f} tokens/step, "
+              f"{time.perf_counter() - t0:.1f} s -> {path} ({os.path.getsize(path) // 1024} KiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""Lookahead figures: the step animation (current token, 2D window, candidates, committed
+tokens), the n-gram pool as a table and as a growing graph, and the attention mask heatmap.
+
+Grid of the step animation (top to bottom):
+    next level   the top level's argmax this step (the window's new top level)
+    level N-2 .. level 0   the window as fed; level 0 also holds the current token at column 0
+    candidates   the pool entries for the current token that were verified (up to G rows)
+    committed    the tokens this step committed, coloured by provenance
+Window columns whose n-gram was harvested into the pool this step are outlined.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from decoding import analysis, masks
+from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, MAX_FRAMES, ORANGE, PROVENANCE, PURPLE, SKY,
+                       VERMILLION, YELLOW, animation_controls, base_layout, cell_label, empty_figure, esc,
+                       hover_label, legend_entries, piece, text_colour, token_texts, visible)
+
+CELL = 40
+WHITE = "#FFFFFF"
+HARVEST_LINE = ORANGE
+
+LOOKAHEAD_CELLS: dict[str, tuple[str, str]] = {
+    "current": (BLACK, "current token"),
+    "window": (WHITE, "window guess"),
+    "next": (LIGHT, "next level (top level's argmax)"),
+    "candidate": (GREY, "candidate token, not matched"),
+    "matched": (YELLOW, "matched prefix (candidate not chosen)"),
+    "accepted": (GREEN, "accepted (chosen candidate)"),
+}
+
+
+def lookahead_steps(trace) -> list[int]:
+    return [i for i, s in enumerate(trace.steps) if s.lookahead is not None]
+
+
+def committed_before(trace) -> list[int]:
+    """Output tokens committed before each step (the prefill's count first)."""
+    before = len(trace.output_ids) - trace.step_tokens
+    out = []
+    for s in trace.steps:
+        out.append(before)
+        before += len(s.tokens)
+    return out
+
+
+def harvested_columns(window: list[list[int]], harvested: list[list[int]]) -> dict[int, list[int]]:
+    """Column j -> the n-gram harvested from it (the column's tokens, level 0 first, then the
+    top level's argmax)."""
+    cols: dict[int, list[int]] = {}
+    levels = len(window)
+    for gram in harvested:
+        for j in range(len(window[0]) if window else 0):
+            if j not in cols and gram[:levels] == [window[l][j] for l in range(levels)]:
+                cols[j] = list(gram)
+                break
+    return cols
+
+
+class _Grid:
+    """Row positions of the step animation for one trace's W, N, G."""
+
+    def __init__(self, W: int, N: int, rows_cand: int):
+        self.W, self.N, self.G = W, N, max(rows_cand, 1)
+        self.next = 0
+        self.cand0 = N + 1
+        self.committed = self.cand0 + self.G + 1
+        self.height = self.committed + 1
+
+    def level(self, l: int) -> int:
+        return 1 + (self.N - 2 - l)
+
+    def ticks(self) -> tuple[list[int], list[str]]:
+        vals = [self.next] + [self.level(l) for l in range(self.N - 1)] + \
+            [self.cand0 + i for i in range(self.G)] + [self.committed]
+        text = ["next level"] + [f"level {l}" for l in range(self.N - 1)] + \
+            [f"candidate {i + 1}" for i in range(self.G)] + ["committed"]
+        return vals, text
+
+
+def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
+    """All cells of one step: x, y, colours, outlines, text, hover."""
+    step = trace.steps[si]
+    rec = step.lookahead
+    cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
+    cells: list[tuple] = []  # (x, y, fill, line colour, line width, label, hover)
+
+    def add(x, y, tok, fill, hover, line=BLACK, width=1):
+        cells.append((x, y, fill, line, width, cell_label(piece(texts, tok)),
+                      f"{hover}<br>token {hover_label(piece(texts, tok))} (id {tok})"))
+
+    if cur is not None:
+        add(0, grid.level(0), cur, LOOKAHEAD_CELLS["current"][0], "current token (last committed)")
+    cols = harvested_columns(rec.window, rec.harvested)
+    for l, level in enumerate(rec.window):
+        for j, tok in enumerate(level):
+            h = cols.get(j)
+            note = f"<br>harvested n-gram: {esc(visible(''.join(piece(texts, t) for t in h)))}" if h else ""
+            add(1 + j, grid.level(l), tok, LOOKAHEAD_CELLS["window"][0], f"window level {l}, column {j}{note}",
+                line=HARVEST_LINE if h else "#555555", width=4 if h else 1)
+    # next level: harvested grams' last tokens, or (while the window fills) the next step's new level
+    nxt: list[int] = []
+    if cols:
+        nxt = [cols[j][-1] if j in cols else None for j in range(grid.W)]
+    elif si + 1 < len(trace.steps) and trace.steps[si + 1].lookahead is not None:
+        w2 = trace.steps[si + 1].lookahead.window
+        if w2 and len(w2) > len(rec.window):
+            nxt = list(w2[-1])
+    for j, tok in enumerate(nxt):
+        if tok is not None:
+            add(1 + j, grid.next, tok, LOOKAHEAD_CELLS["next"][0], f"argmax of level {len(rec.window) - 1}, column {j}",
+                line=HARVEST_LINE if j in cols else "#555555", width=4 if j in cols else 1)
+    for ci, cand in enumerate(rec.candidates[: grid.G]):
+        m = rec.matched[ci]
+        origin = rec.origins[ci]
+        for i, tok in enumerate(cand):
+            kind = ("accepted" if ci == rec.chosen else "matched") if i < m else "candidate"
+            add(1 + i, grid.cand0 + ci, tok, LOOKAHEAD_CELLS[kind][0],
+                f"candidate {ci + 1} (from the {esc(origin)} pool), token {i + 1}: "
+                f"{'matched' if i < m else 'not matched'}{' and accepted' if kind == 'accepted' else ''}")
+    for i, tok in enumerate(step.tokens):
+        src = prov[before[si] + i] if before[si] + i < len(prov) else "step"
+        add(1 + i, grid.committed, tok, PROVENANCE.get(src, (BLUE, src))[0],
+            f"committed token {i + 1}: {esc(PROVENANCE.get(src, ('', src))[1])}")
+    return dict(
+        x=[c[0] for c in cells], y=[c[1] for c in cells],
+        marker=dict(symbol="square", size=CELL, color=[c[2] for c in cells],
+                    line=dict(color=[c[3] for c in cells], width=[c[4] for c in cells])),
+        text=[c[5] for c in cells],
+        textfont=dict(color=[text_colour(c[2]) for c in cells], size=11, family=FONT["family"]),
+        hovertext=[c[6] for c in cells],
+    )
+
+
+def _step_title(trace, si, texts, before) -> str:
+    step, rec = trace.steps[si], trace.steps[si].lookahead
+    cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
+    curtxt = esc(visible(piece(texts, cur))) if cur is not None else "?"
+    if rec.chosen >= 0:
+        got = f"accepted {rec.matched[rec.chosen]} from the pool + 1 model token"
+    else:
+        got = "no candidate matched: 1 model token" if rec.candidates else "no candidates: 1 model token"
+    return (f"Lookahead step {si} · current '{curtxt}' · {len(rec.candidates)} candidate"
+            f"{'s' if len(rec.candidates) != 1 else ''} · {got} → {len(step.tokens)} committed")
+
+
+def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
+    """Animated lookahead steps (Play / Pause / slider), at most ``MAX_FRAMES`` steps per page.
+
+    Trace 0 holds every cell of the shown step (frames update only it); frames are named after
+    the step index.
+    """
+    idx = lookahead_steps(trace)
+    if not idx:
+        return empty_figure("No lookahead steps recorded in this trace.")
+    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
+    shown = idx[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or idx[:MAX_FRAMES]
+    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in shown])
+    grid = _Grid(W, N, G)
+    texts = token_texts(trace)
+    prov = analysis.provenance(trace)
+    before = committed_before(trace)
+
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(mode="markers+text", showlegend=False, hoverinfo="text", textposition="middle center",
+                             **_step_cells(trace, shown[0], grid, texts, prov, before)))
+    legend_entries(fig, LOOKAHEAD_CELLS.values())
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="harvested n-gram column", hoverinfo="skip", showlegend=True,
+                             marker=dict(symbol="square", size=14, color=WHITE, line=dict(color=HARVEST_LINE, width=3))))
+    legend_entries(fig, [PROVENANCE[k] for k in ("step", "pool", "prompt_pool", "output_pool")])
+    fig.frames = [go.Frame(name=str(si), traces=[0], data=[go.Scatter(**_step_cells(trace, si, grid, texts, prov, before))],
+                           layout=dict(title=dict(text=_step_title(trace, si, texts, before)))) for si in shown]
+    animation_controls(fig, [str(si) for si in shown], [str(si) for si in shown], duration_ms, prefix="step ")
+    base_layout(fig, _step_title(trace, shown[0], texts, before), 280 + (CELL + 6) * grid.height, animated=True)
+    xmax = max(W, N)
+    fig.update_xaxes(range=[-0.6, xmax + 0.6], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(xmax + 1)),
+                     ticktext=["cur"] + [f"col {j} / tok {j + 1}" if j < W else f"tok {j + 1}" for j in range(xmax)],
+                     tickfont=dict(size=10))
+    vals, text = grid.ticks()
+    fig.update_yaxes(range=[grid.height - 0.4, -0.6], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=vals, ticktext=text)
+    return fig
+
+
+# ---- the pool -------------------------------------------------------------------------------------
+def pool_rows(trace, step_index: int) -> list[dict]:
+    """The pool before a step's verification as table rows (oldest continuation first per key)."""
+    texts = token_texts(trace)
+    pool = analysis.pool_at(trace, step_index)
+    rows = []
+    for key, conts in pool.items():
+        for rank, cont in enumerate(conts):
+            rows.append({"key": visible(piece(texts, key)), "continuation": visible("".join(piece(texts, t) for t in cont)),
+                         "key id": key, "continuation ids": " ".join(map(str, cont)), "age rank (0 = oldest)": rank})
+    return rows
+
+
+def _star_layout(graph: nx.DiGraph, keys: list[int]) -> dict:
+    """Keys on a grid (in order of first appearance), each key's n-grams on a ring around it."""
+    cols = max(1, math.ceil(math.sqrt(len(keys) * 1.6)))
+    pos = {}
+    for i, k in enumerate(keys):
+        cx, cy = i % cols, -(i // cols)
+        pos[("k", k)] = (cx, cy)
+        ring = list(graph.successors(("k", k)))
+        for r, node in enumerate(ring):
+            a = 2 * math.pi * r / max(len(ring), 1)
+            pos[node] = (cx + 0.32 * math.cos(a), cy + 0.32 * math.sin(a))
+    return pos
+
+
+def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
+    """The n-gram pool as a graph (key token -> its continuations), one frame per lookahead step.
+
+    Node positions are fixed over the page (computed on the union of all frames). Trace 0 = edges,
+    trace 1 = continuation nodes, trace 2 = key nodes; frames update all three.
+    """
+    idx = lookahead_steps(trace)
+    if not idx:
+        return empty_figure("No lookahead steps recorded in this trace.")
+    shown = idx[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or idx[:MAX_FRAMES]
+    texts = token_texts(trace)
+    pools = {si: analysis.pool_at(trace, si) for si in shown}
+    union = nx.DiGraph()
+    keys: list[int] = []
+    for si in shown:
+        for key, conts in pools[si].items():
+            if ("k", key) not in union:
+                keys.append(key)
+                union.add_node(("k", key))
+            for c in conts:
+                union.add_edge(("k", key), ("g", key, tuple(c)))
+    pos = _star_layout(union, keys)
+
+    def frame_data(si):
+        rec = trace.steps[si].lookahead
+        verified = {tuple(c): (i < len(rec.matched) and rec.matched[i] > 0, i == rec.chosen)
+                    for i, c in enumerate(rec.candidates)}
+        before = committed_before(trace)[si]
+        cur = trace.output_ids[before - 1] if before >= 1 else None
+        g = nx.DiGraph()
+        for key, conts in pools[si].items():
+            for c in conts:
+                g.add_edge(("k", key), ("g", key, tuple(c)))
+        ex, ey = [], []
+        for a, b in g.edges:
+            ex += [pos[a][0], pos[b][0], None]
+            ey += [pos[a][1], pos[b][1], None]
+        gx, gy, gc, gh = [], [], [], []
+        kx, ky, kc, kt, kh = [], [], [], [], []
+        for node in g.nodes:
+            x, y = pos[node]
+            if node[0] == "k":
+                key = node[1]
+                kx.append(x); ky.append(y)
+                kc.append(BLACK if key == cur else GREY)
+                kt.append(cell_label(piece(texts, key), 6))
+                kh.append(f"key {hover_label(piece(texts, key))} (id {key}): {g.out_degree(node)} n-gram(s)"
+                          + ("<br><b>current token: its n-grams are this step's candidates</b>" if key == cur else ""))
+            else:
+                _, key, cont = node
+                gx.append(x); gy.append(y)
+                hit = verified.get(cont) if key == cur else None
+                gc.append(GREEN if hit and hit[1] else YELLOW if hit and hit[0] else VERMILLION if hit else SKY)
+                gh.append(f"{hover_label(piece(texts, key))} → {esc(repr(''.join(piece(texts, t) for t in cont)))}"
+                          + ("" if hit is None else "<br>verified this step: " +
+                             ("accepted" if hit[1] else "matched a prefix" if hit[0] else "no match")))
+        return [dict(x=ex, y=ey), dict(x=gx, y=gy, marker=dict(color=gc), hovertext=gh),
+                dict(x=kx, y=ky, marker=dict(color=kc), text=kt, hovertext=kh,
+                     textfont=dict(color=[text_colour(c) for c in kc]))]
+
+    d0 = frame_data(shown[0])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(mode="lines", line=dict(color="#999999", width=1), hoverinfo="skip", showlegend=False, **d0[0]))
+    fig.add_trace(go.Scatter(mode="markers", hoverinfo="text", showlegend=False,
+                             **{**d0[1], "marker": dict(size=9, color=d0[1]["marker"]["color"], line=dict(color="#333333", width=1))}))
+    fig.add_trace(go.Scatter(mode="markers+text", hoverinfo="text", showlegend=False, textposition="middle center",
+                             **{**d0[2], "marker": dict(size=30, symbol="square", color=d0[2]["marker"]["color"],
+                                                        line=dict(color="#333333", width=1)),
+                                "textfont": dict(size=10, family=FONT["family"], color=d0[2]["textfont"]["color"])}))
+    legend_entries(fig, [(GREY, "key token"), (BLACK, "key = current token")])
+    legend_entries(fig, [(SKY, "n-gram continuation"), (VERMILLION, "verified, no match"),
+                         (YELLOW, "verified, prefix matched"), (GREEN, "verified and accepted")], symbol="circle")
+    frames = []
+    for si in shown:
+        d = frame_data(si)
+        n = sum(len(v) for v in pools[si].values())
+        frames.append(go.Frame(name=str(si), traces=[0, 1, 2], data=[go.Scatter(**d[0]), go.Scatter(**d[1]), go.Scatter(**d[2])],
+                               layout=dict(title=dict(text=f"Pool before step {si}: {len(pools[si])} keys, {n} n-grams"))))
+    fig.frames = frames
+    animation_controls(fig, [str(si) for si in shown], [str(si) for si in shown], duration_ms, prefix="step ")
+    n0 = sum(len(v) for v in pools[shown[0]].values())
+    base_layout(fig, f"Pool before step {shown[0]}: {len(pools[shown[0]])} keys, {n0} n-grams", 620, animated=True)
+    xs = [p[0] for p in pos.values()] or [0]
+    ys = [p[1] for p in pos.values()] or [0]
+    fig.update_xaxes(visible=False, range=[min(xs) - 0.6, max(xs) + 0.6])
+    fig.update_yaxes(visible=False, range=[min(ys) - 0.6, max(ys) + 0.6])
+    return fig
+
+
+# ---- the attention mask ---------------------------------------------------------------------------
+MASK_REASONS: list[tuple[str, str, str]] = [  # (key in masks.why text, colour, legend)
+    ("", "#F4F4F4", "masked (does not see)"),
+    ("current token", BLACK, "sees the current token"),
+    ("level 0 is causal", SKY, "sees level 0 up to its column"),
+    ("own column", BLUE, "sees its own column (levels 1..l)"),
+    ("candidate", GREEN, "sees its candidate's earlier tokens"),
+]
+
+
+def _mask_label(r: dict) -> tuple[str, str]:
+    """Short tick label and long description of one fed token."""
+    if r["kind"] == "current":
+        return "cur", "the current token (position P)"
+    if r["kind"] == "window":
+        return (f"L{r['level']}c{r['column']}",
+                f"window level {r['level']}, column {r['column']} (position P+{r['offset']})")
+    return (f"g{r['candidate'] + 1}t{r['index'] + 1}",
+            f"candidate {r['candidate'] + 1}, token {r['index'] + 1} (position P+{r['offset']})")
+
+
+def _why_not(q: dict, k: dict) -> str:
+    if q["kind"] == "current":
+        return "the current token sees only itself (and the KV cache)"
+    if {q["kind"], k["kind"]} == {"window", "candidate"}:
+        return "lookahead and verification never see each other"
+    if q["kind"] == "candidate":
+        return "another candidate" if k["candidate"] != q["candidate"] else "a later token of the same candidate"
+    if k["level"] == 0:
+        return "level 0 is causal: that column comes later"
+    if k["column"] != q["column"]:
+        return "another column above level 0"
+    return "a higher level of the same column"
+
+
+def mask_figure(W: int, N: int, G: int, levels: int | None = None) -> go.Figure:
+    """Heatmap of who sees whom in one lookahead forward (rows = queries, columns = keys).
+
+    Every fed token also sees the whole committed KV cache (not drawn). Hover gives the reason.
+    """
+    levels = N - 1 if levels is None else levels
+    layout = masks.lookahead_layout(W, N, G, levels)
+    labels = [_mask_label(r) for r in layout]
+    z, hover = [], []
+    for q, (qs, ql) in zip(layout, labels):
+        zr, hr = [], []
+        for k, (ks, kl) in zip(layout, labels):
+            why = masks.why(q, k)
+            if why is None:
+                zr.append(0)
+                hr.append(f"{ql}<br>does NOT see {kl}<br>why: {_why_not(q, k)}")
+            else:
+                zr.append(next((i for i, (key, _, _) in enumerate(MASK_REASONS) if key and key in why), 1))
+                hr.append(f"{ql}<br>sees {kl}<br>why: {esc(why)}")
+        z.append(zr)
+        hover.append(hr)
+    n = len(MASK_REASONS)
+    scale = []
+    for i, (_, colour, _) in enumerate(MASK_REASONS):
+        scale += [[i / n, colour], [(i + 1) / n, colour]]
+    ticks = [s for s, _ in labels]
+    fig = go.Figure(go.Heatmap(z=z, x=ticks, y=ticks, text=hover, hoverinfo="text", colorscale=scale,
+                               zmin=-0.5, zmax=n - 0.5, showscale=False, xgap=1, ygap=1))
+    legend_entries(fig, [(c, lab) for _, c, lab in MASK_REASONS])
+    q = len(layout)
+    base_layout(fig, f"Attention mask of one step: W={W}, N={N}, {G} candidates, {levels} level(s) · "
+                     f"{q} fed tokens (all also see the KV cache)", min(1000, 320 + 14 * q))
+    fig.update_xaxes(title_text="key (is seen)", side="bottom", tickangle=-90, tickfont=dict(size=9), constrain="domain")
+    fig.update_yaxes(title_text="query (sees)", autorange="reversed", tickfont=dict(size=9), scaleanchor="x")
+    return fig

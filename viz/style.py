@@ -1,0 +1,173 @@
+"""Colours, token labels and the small helpers every figure builder shares.
+
+The palette is Okabe & Ito's colour-blind-safe set (https://jfly.uni-koeln.de/color/): eight
+colours that stay distinct for the common colour-vision deficiencies and on a washed-out projector.
+Every colour that carries meaning has a legend entry (see ``legend_entries``).
+
+Model text reaches Plotly (which renders a subset of HTML in text and hover labels) and Streamlit
+markdown; ``esc`` escapes it for both.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Iterable
+
+import plotly.graph_objects as go
+
+# Okabe-Ito
+BLACK = "#000000"
+ORANGE = "#E69F00"
+SKY = "#56B4E9"
+GREEN = "#009E73"  # bluish green
+YELLOW = "#F0E442"
+BLUE = "#0072B2"
+VERMILLION = "#D55E00"
+PURPLE = "#CC79A7"  # reddish purple
+GREY = "#BBBBBB"
+LIGHT = "#E8E8E8"
+
+DARK_FILLS = {BLACK, BLUE, GREEN, VERMILLION}
+
+
+def text_colour(fill: str) -> str:
+    """Black or white text, whichever reads on ``fill``."""
+    return "#FFFFFF" if fill in DARK_FILLS else "#000000"
+
+
+# Jacobi cell states (decoding.analysis.jacobi_cell_states) -> (colour, legend label)
+JACOBI_STATES: dict[str, tuple[str, str]] = {
+    "committed": (GREY, "committed earlier"),
+    "new": (BLUE, "committed now (1 token)"),
+    "fast_forward": (ORANGE, "fast-forwarded now (>1 token)"),
+    "stationary": (GREEN, "stationary (right early, never changes)"),
+    "correct": (SKY, "right, not yet committed"),
+    "wrong": (VERMILLION, "wrong"),
+}
+
+# Provenance labels (decoding.analysis.provenance) -> (colour, legend label)
+PROVENANCE: dict[str, tuple[str, str]] = {
+    "prefill": (GREY, "prefill (first token)"),
+    "step": (BLUE, "model's own next token (as AR)"),
+    "jacobi": (ORANGE, "Jacobi fast-forward"),
+    "pool": (GREEN, "lookahead pool (window n-gram)"),
+    "prompt_pool": (SKY, "lookahead pool (prompt n-gram)"),
+    "output_pool": (PURPLE, "lookahead pool (output n-gram)"),
+    "pld": (VERMILLION, "prompt-lookup draft"),
+}
+
+METHOD_COLOURS: dict[str, str] = {"ar": BLACK, "jacobi": ORANGE, "lookahead": GREEN, "pld": VERMILLION}
+METHOD_NAMES: dict[str, str] = {"ar": "AR", "jacobi": "Jacobi", "lookahead": "Lookahead", "pld": "Prompt lookup"}
+
+FONT = dict(family="DejaVu Sans Mono, Menlo, Consolas, monospace", size=14)
+MAX_FRAMES = 200  # frames per animated figure; longer traces are paged
+
+
+def esc(s: str) -> str:
+    """Escape model text for Plotly labels and HTML/markdown (``<``, ``>``, ``&``, quotes)."""
+    return html.escape(s, quote=True)
+
+
+def visible(piece: str) -> str:
+    """Make whitespace visible: space -> ␣, newline -> ↵, tab -> ⇥ (unescaped)."""
+    return piece.replace(" ", "␣").replace("\n", "↵").replace("\r", "").replace("\t", "⇥") or "∅"
+
+
+def cell_label(piece: str, width: int = 7) -> str:
+    """Short escaped label for a token cell: whitespace visible, cut to ``width`` characters."""
+    v = visible(piece)
+    if len(v) > width:
+        v = v[: width - 1] + "…"
+    return esc(v)
+
+
+def hover_label(piece: str) -> str:
+    """Escaped full token text for hover boxes, quoted so whitespace shows."""
+    return esc(repr(piece))
+
+
+def token_texts(trace) -> dict[int, str]:
+    """Token id -> text piece, from everything the trace carries.
+
+    The trace stores the text of prompt and output tokens. Guesses that never made it into the
+    output (wrong Jacobi guesses, window tokens) only have a text if the trace carries a wider
+    ``vocab`` map; otherwise ``piece`` falls back to ``⟨id⟩``.
+    """
+    m: dict[int, str] = {}
+    for ids, pieces in ((trace.prompt_ids, trace.prompt_pieces), (trace.output_ids, trace.output_pieces)):
+        if len(pieces) == len(ids):
+            m.update(zip(ids, pieces))
+    extra = getattr(trace, "vocab", None) or {}
+    for k, v in dict(extra).items():
+        try:
+            m.setdefault(int(k), str(v))
+        except (TypeError, ValueError):
+            continue
+    return m
+
+
+def piece(texts: dict[int, str], tok: int) -> str:
+    return texts.get(tok, f"⟨{tok}⟩")
+
+
+def legend_entries(fig: go.Figure, items: Iterable[tuple[str, str]], symbol: str = "square", group: str = "") -> None:
+    """Add legend-only traces (one per (colour, label)) so every colour is explained."""
+    for colour, label in items:
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name=label, showlegend=True, hoverinfo="skip",
+            legendgroup=group or label,
+            marker=dict(symbol=symbol, size=14, color=colour, line=dict(color="#333333", width=1)),
+        ))
+
+
+def base_layout(fig: go.Figure, title: str, height: int, animated: bool = False) -> None:
+    """Shared look: title top left, legend in one band above the plot, room for the slider below."""
+    fig.update_layout(
+        title=dict(text=title, x=0.0, xanchor="left", y=0.995, yanchor="top", yref="container",
+                   font=dict(size=16)),
+        height=height, template="plotly_white", font=FONT,
+        margin=dict(l=10, r=10, t=80, b=110 if animated else 20), hoverlabel=dict(font=FONT),
+        legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, xanchor="left", font=dict(size=12)),
+    )
+
+
+def empty_figure(message: str, height: int = 240) -> go.Figure:
+    """A figure that says why there is nothing to draw (never an empty chart)."""
+    fig = go.Figure()
+    fig.add_annotation(text=esc(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font=dict(size=16))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    base_layout(fig, "", height)
+    return fig
+
+
+def pages(n_items: int, per_page: int = MAX_FRAMES) -> list[tuple[int, int]]:
+    """Split ``n_items`` frames into pages of at most ``per_page``: [(start, stop), ...]."""
+    if n_items <= 0:
+        return [(0, 0)]
+    return [(a, min(a + per_page, n_items)) for a in range(0, n_items, per_page)]
+
+
+def animation_controls(fig: go.Figure, frame_names: list[str], labels: list[str], duration_ms: int = 700,
+                       prefix: str = "") -> None:
+    """Play / Pause buttons and a slider over the named frames, below the plot (redraw on, so
+    text and titles update with the colours)."""
+    play = dict(frame=dict(duration=duration_ms, redraw=True), fromcurrent=True,
+                transition=dict(duration=0), mode="immediate")
+    pause = dict(frame=dict(duration=0, redraw=True), transition=dict(duration=0), mode="immediate")
+    fig.update_layout(
+        updatemenus=[dict(
+            type="buttons", direction="left", showactive=False, x=0.0, y=0.0, xanchor="left", yanchor="top",
+            pad=dict(t=62, r=10),
+            buttons=[dict(label="▶ Play", method="animate", args=[None, play]),
+                     dict(label="❚❚ Pause", method="animate", args=[[None], pause])],
+        )],
+        sliders=[dict(
+            active=0, x=0.2, y=0.0, len=0.8, xanchor="left", yanchor="top", pad=dict(t=40, b=0),
+            currentvalue=dict(prefix=prefix, visible=True, xanchor="right", font=dict(size=13)),
+            transition=dict(duration=0),
+            steps=[dict(method="animate", label=lab, args=[[name], pause])
+                   for name, lab in zip(frame_names, labels)],
+        )],
+    )
