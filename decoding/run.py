@@ -21,8 +21,10 @@ it first and its argmax is always right (that is what makes every method exact u
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -40,6 +42,13 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "pld": {"k": 10, "max_ngram": 3},
 }
 _LIMITS = {"n": (1, 256), "W": (1, 64), "N": (2, 16), "G": (0, 64), "k": (1, 64), "max_ngram": (1, 16)}
+
+
+@lru_cache(maxsize=None)
+def cache_kw(model_class: type) -> str:
+    """transformers 5.x renames forward's `past_key_values=` to `cache=`; use whichever it takes."""
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 class ConfigError(ValueError):
@@ -317,6 +326,7 @@ class Run:
         if limit and len(prompt_ids) + max_new_tokens > limit:
             raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens exceeds the model's context of {limit}")
         self.lm, self.method_name = lm, method
+        self.cache_kw = cache_kw(type(lm.model))
         self.prompt_ids = [int(t) for t in prompt_ids]
         self.max_new_tokens, self.record = max_new_tokens, record
         self.eos = set(lm.eos_token_ids)
@@ -388,7 +398,7 @@ class Run:
         # prefill: the prompt, and the first new token from its last position
         self.cache = DynamicCache(config=model.config)
         ids = torch.tensor([self.prompt_ids], device=self.device)
-        logits = model(input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1).logits
+        logits = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}).logits
         first = int(logits[0, -1].argmax())
         self._sync()
         trace.prefill_seconds = time.perf_counter() - t_start
@@ -402,15 +412,14 @@ class Run:
                 fed = [self.cur] + prop.tokens
                 past = self.past
                 # 2. one forward
-                kw: dict[str, Any] = {}
+                kw: dict[str, Any] = {self.cache_kw: self.cache}
                 if prop.mask is not None:
                     kw["attention_mask"] = prop.mask
                     kw["position_ids"] = (prop.offsets + past).unsqueeze(0)
                 if prop.logit_rows is not None:
                     kw["logits_to_keep"] = torch.tensor(prop.logit_rows, device=self.device)
                 tf = time.perf_counter()
-                logits = model(input_ids=torch.tensor([fed], device=self.device), past_key_values=self.cache,
-                               use_cache=True, **kw).logits
+                logits = model(input_ids=torch.tensor([fed], device=self.device), use_cache=True, **kw).logits
                 am = logits[0].argmax(-1).tolist()
                 self._sync()
                 forward_s = time.perf_counter() - tf

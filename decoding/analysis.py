@@ -1,0 +1,165 @@
+"""Analyses of a trace: tokens per step, accepted lengths, Jacobi fast-forward / stationary tokens
+(CLLM's definitions), where each output token came from, and the lookahead pool at any step.
+
+Pure Python over the trace's plain data: no torch, no model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .pool import replay
+from .trace import Trace
+
+# Provenance labels, in the order views list them.
+PROVENANCE = {
+    "prefill": "first token, from the prefill",
+    "step": "the model's own next token of a step (what AR would produce)",
+    "jacobi": "Jacobi fast-forward: a guess that had already converged",
+    "pool": "lookahead pool n-gram harvested from the window",
+    "prompt_pool": "lookahead pool n-gram seeded from the prompt",
+    "output_pool": "lookahead pool n-gram harvested from committed output",
+    "pld": "prompt-lookup draft copied from prompt or output",
+}
+_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
+
+
+def tokens_per_step(trace: Trace) -> float:
+    return trace.tokens_per_step
+
+
+def accepted_histogram(trace: Trace) -> dict[int, int]:
+    """Tokens committed per step -> number of steps."""
+    return dict(sorted(Counter(len(s.tokens) for s in trace.steps).items()))
+
+
+def committed_curve(trace: Trace) -> list[int]:
+    """Output tokens after the prefill and after each step."""
+    out = [len(trace.output_ids) - trace.step_tokens]
+    for s in trace.steps:
+        out.append(out[-1] + len(s.tokens))
+    return out
+
+
+def provenance(trace: Trace) -> list[str]:
+    """One label per output token (keys of PROVENANCE)."""
+    labels = ["prefill"] * (len(trace.output_ids) - trace.step_tokens)
+    for s in trace.steps:
+        if not s.tokens:
+            continue
+        extra = len(s.tokens) - 1
+        if trace.method == "jacobi":
+            src = "jacobi"
+        elif trace.method == "pld":
+            src = "pld"
+        elif trace.method == "lookahead":
+            la = s.lookahead
+            src = _ORIGIN.get(la.origins[la.chosen], "pool") if la is not None and la.chosen >= 0 else "pool"
+        else:
+            src = "step"
+        labels += ["step"] + [src] * extra
+    return labels
+
+
+def provenance_shares(trace: Trace) -> dict[str, float]:
+    """Share of output tokens per provenance label."""
+    labels = provenance(trace)
+    c = Counter(labels)
+    return {k: c[k] / len(labels) for k in PROVENANCE if c[k]} if labels else {}
+
+
+# ---- Jacobi -------------------------------------------------------------------------------------
+def jacobi_iterations(trace: Trace, block: int) -> list:
+    return [s.jacobi for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
+
+
+def _fixed_point(trace: Trace, block: int) -> list[int]:
+    for b in trace.blocks:
+        if b.index == block:
+            return b.fixed_point
+    raise KeyError(f"no Jacobi block {block} in this trace")
+
+
+def jacobi_cell_states(trace: Trace, block: int) -> list[list[str]]:
+    """One row per iteration of ``block``: the state of each position as the iteration fed it.
+
+    "committed": committed by an earlier iteration; "new": committed by this iteration as its
+    first token (the one AR would also get); "fast_forward": committed by this iteration beyond
+    its first token; "stationary": already equal to the fixed point while an earlier position is
+    wrong, and unchanged until committed; "correct": equal to the fixed point otherwise; "wrong".
+    """
+    its = jacobi_iterations(trace, block)
+    fixed = _fixed_point(trace, block)
+    rows = []
+    for i, it in enumerate(its):
+        state = it.before
+        right = [p < len(fixed) and state[p] == fixed[p] for p in range(len(state))]
+        row = []
+        for p in range(len(state)):
+            if p < it.start:
+                row.append("committed")
+            elif p < it.start + it.committed:
+                row.append("new" if p == it.start else "fast_forward")
+            elif not right[p]:
+                row.append("wrong")
+            elif any(not right[q] for q in range(it.start, p)) and _unchanged_until_commit(its, i, p):
+                row.append("stationary")
+            else:
+                row.append("correct")
+        rows.append(row)
+    return rows
+
+
+def _unchanged_until_commit(its: list, i: int, p: int) -> bool:
+    tok = its[i].before[p]
+    for it in its[i:]:
+        if it.before[p] != tok:
+            return False
+        if p < it.start + it.committed:
+            return True
+    return its[-1].after[p] == tok if p < len(its[-1].after) else False
+
+
+def jacobi_counts(trace: Trace) -> list[dict]:
+    """Per block: iterations, fast-forwarded tokens (committed beyond the first token of an
+    iteration) and stationary tokens (positions stationary at some iteration)."""
+    out = []
+    for b in trace.blocks:
+        its = jacobi_iterations(trace, b.index)
+        rows = jacobi_cell_states(trace, b.index) if its else []
+        stationary = {p for row in rows for p, s in enumerate(row) if s == "stationary"}
+        out.append({
+            "block": b.index,
+            "size": len(b.fixed_point),
+            "iterations": len(its),
+            "fast_forwarded": sum(max(it.committed - 1, 0) for it in its),
+            "stationary": len(stationary),
+        })
+    return out
+
+
+# ---- lookahead ----------------------------------------------------------------------------------
+def pool_at(trace: Trace, step_index: int) -> dict[int, list[list[int]]]:
+    """The pool as the step ``step_index`` saw it (before its own harvest): key -> continuations,
+    oldest first."""
+    ops = (s.lookahead.pool_ops for s in trace.steps[:step_index] if s.lookahead is not None)
+    return replay(trace.pool_seed, ops, trace.params.get("G", 0))
+
+
+def candidate_stats(trace: Trace) -> dict[str, float]:
+    """Lookahead/PLD: steps with any candidate, steps where one matched, mean matched length."""
+    tried = matched = 0
+    total = 0
+    for s in trace.steps:
+        if s.lookahead is not None and s.lookahead.candidates:
+            tried += 1
+            best = max(s.lookahead.matched)
+            matched += best > 0
+            total += best
+        elif s.pld is not None and s.pld.draft:
+            tried += 1
+            matched += s.pld.matched > 0
+            total += s.pld.matched
+    n = len(trace.steps) or 1
+    return {"steps_with_candidates": tried / n, "steps_with_match": matched / n,
+            "mean_accepted_extra": total / n}

@@ -1,0 +1,129 @@
+"""AppTest runs of every page on the shipped example traces (no model is loaded here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ["pages/jacobi.py", "pages/lookahead.py", "pages/compare.py", "pages/traces.py"]
+TIMEOUT = 60
+
+
+@pytest.fixture(autouse=True)
+def _navigation_app(monkeypatch):
+    """AppTest resets PagesManager.uses_pages_directory before every run, so with a pages/ folder
+    next to app.py its reruns take the old pages-directory path and run the page without app.py
+    (no sidebar). A real server switches that mode off at the first st.navigation call; do the same."""
+    from streamlit.runtime import pages_manager as pm
+    init = pm.PagesManager.__init__
+
+    def patched(self, *a, **kw):
+        init(self, *a, **kw)
+        pm.PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(pm.PagesManager, "__init__", patched)
+
+
+def fresh() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+
+
+def charts(at) -> list:
+    return at.get("plotly_chart")
+
+
+def test_examples_are_shipped_and_valid():
+    from decoding.trace import Trace
+    for m in ("ar", "jacobi", "lookahead", "pld"):
+        p = ROOT / "assets" / f"example_{m}.json"
+        assert p.stat().st_size < 200_000, f"{p.name} should stay small"
+        t = Trace.load(str(p))
+        assert t.method == m and t.steps
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_an_example_without_errors(page):
+    at = fresh()
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    if page != "pages/traces.py":
+        assert charts(at), "the page should open on a chart of an example trace"
+        assert any("example trace" in c.value for c in at.caption)
+
+
+def test_jacobi_page_block_picker_redraws_from_session_state():
+    at = fresh()
+    first = json.loads(charts(at)[0].proto.spec)
+    sb = at.selectbox(key="jacobi_block")
+    sb.select(sb.options[1]).run()
+    assert not at.exception
+    second = json.loads(charts(at)[0].proto.spec)
+    assert first["layout"]["title"]["text"] != second["layout"]["title"]["text"]
+    assert "block 1" in second["layout"]["title"]["text"]
+
+
+def test_lookahead_page_has_animation_pool_and_mask():
+    at = fresh()
+    at.switch_page("pages/lookahead.py").run()
+    specs = [json.loads(c.proto.spec) for c in charts(at)]
+    assert len(specs) == 3
+    assert len(specs[0]["frames"]) > 10 and len(specs[1]["frames"]) == len(specs[0]["frames"])
+    assert specs[2]["data"][0]["type"] == "heatmap"
+    at.slider(key="la_cands").set_value(0).run()
+    assert not at.exception
+
+
+def test_empty_prompt_gets_a_clear_message_and_no_run():
+    at = fresh()
+    at.text_area(key="prompt").input("   ").run()
+    at.button(key="run_button").click().run()
+    assert not at.exception
+    assert any("prompt is empty" in e.value for e in at.error)
+    assert charts(at)  # the example is still shown
+
+
+def test_example_prompt_picker_fills_the_prompt():
+    at = fresh()
+    at.selectbox(key="example").select("Plain text (no chat)").run()
+    assert at.text_area(key="prompt").value == "The three laws of thermodynamics are"
+    assert at.checkbox(key="chat").value is False
+
+
+def test_upload_valid_bad_and_huge_traces():
+    at = fresh()
+    at.switch_page("pages/traces.py").run()
+    assert at.get("download_button")
+    up = at.file_uploader(key="trace_upload")
+    up.upload("junk.json", b"{not json", "application/json").run()
+    assert not at.exception
+    assert any("not a valid trace" in e.value for e in at.error)
+
+    from tests.viz_traces import lookahead_trace
+    at = fresh()
+    at.switch_page("pages/traces.py").run()
+    at.file_uploader(key="trace_upload").upload("mine.json", lookahead_trace().to_json().encode(), "application/json").run()
+    assert not at.exception and not at.error
+    assert any("Loaded mine.json" in s.value for s in at.success)
+    at.switch_page("pages/lookahead.py").run()
+    assert not at.exception and not at.error
+    assert any("uploaded file mine.json" in c.value for c in at.caption)
+
+
+def test_upload_wrong_schema_version():
+    from tests.viz_traces import jacobi_trace
+    d = jacobi_trace().to_dict()
+    d["version"] = 99
+    at = fresh()
+    at.switch_page("pages/traces.py").run()
+    at.file_uploader(key="trace_upload").upload("old.json", json.dumps(d).encode(), "application/json").run()
+    assert not at.exception
+    assert any("unsupported trace version" in e.value for e in at.error)
