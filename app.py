@@ -11,14 +11,14 @@ import streamlit as st
 
 from pages.common import ui
 
-st.set_page_config(page_title="Parallel Decoding Lab", page_icon="⏩", layout="wide")
+st.set_page_config(page_title="Parallel Decoding Lab", page_icon=":material/fast_forward:", layout="wide")
 ui.init_state()
 
 nav = st.navigation([
-    st.Page("pages/jacobi.py", title="Jacobi", icon="🧮", default=True),
-    st.Page("pages/lookahead.py", title="Lookahead", icon="🔭"),
-    st.Page("pages/compare.py", title="Compare", icon="⚖️"),
-    st.Page("pages/traces.py", title="Traces", icon="💾"),
+    st.Page("pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
+    st.Page("pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/traces.py", title="Traces", icon=":material/save:"),
 ])
 if ui.sidebar():
     ui.run_methods([ui.selected_method()])

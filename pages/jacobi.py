@@ -24,9 +24,10 @@ if t is not None:
         spans = style.pages(n_frames)
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
+    ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
-    with right:
         ui.chart(jacobi.counts_figure, t, key="jacobi_counts")
+    with right:
+        st.markdown("**Iterations per block, fast-forwarded and stationary tokens**")
         st.dataframe(analysis.jacobi_counts(t), hide_index=True)

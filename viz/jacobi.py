@@ -33,32 +33,30 @@ def _fixed_point(trace, block: int, recs) -> list[int]:
 
 
 def trajectory(trace, block: int) -> tuple[list[list[int]], list[list[str]], list[int]]:
-    """Rows of (tokens, states) for one block: the initial guess, then the state after each iteration.
-
-    The initial guess is only compared with the fixed point ("correct"/"wrong"; position 0, the
-    current token, is already "committed"); later rows take
-    their states from ``decoding.analysis.jacobi_cell_states``.
-    """
+    """Rows of (tokens, states) for one block: the state each iteration fed, coloured by
+    ``decoding.analysis.jacobi_cell_states`` (which positions that iteration commits, which are
+    right, wrong or stationary), then the final state with its committed prefix."""
     recs = block_records(trace, block)
     if not recs:
         return [], [], []
     fp = _fixed_point(trace, block, recs)
-    first = list(recs[0].before)
-    rows = [first]
-    states = [["committed" if i < max(recs[0].start, 1) else "correct" if i < len(fp) and t == fp[i] else "wrong"
-               for i, t in enumerate(first)]]
-    for r, st in zip(recs, analysis.jacobi_cell_states(trace, block)):
-        rows.append(list(r.after))
-        states.append(list(st))
+    rows = [list(r.before) for r in recs]
+    states = [list(st) for st in analysis.jacobi_cell_states(trace, block)]
+    last = recs[-1]
+    done = last.start + last.committed
+    rows.append(list(last.after))
+    states.append(["committed" if i < done else "correct" if i < len(fp) and t == fp[i] else "wrong"
+                   for i, t in enumerate(last.after)])
     return rows, states, fp
 
 
 def _row_label(recs, k: int) -> str:
-    if k == 0:
-        return "initial guess"
-    r = recs[k - 1]
-    what = "fast-forward" if r.committed > 1 else "commit"
-    return f"iteration {r.iteration + 1}: {what} {r.committed} token{'s' if r.committed != 1 else ''}"
+    if k == len(recs):
+        return "block done: its fixed point" if recs and recs[-1].start + recs[-1].committed >= len(recs[-1].after) \
+            else "block cut short"
+    r = recs[k]
+    ff = " (fast-forward)" if r.committed > 1 else ""
+    return f"iteration {r.iteration + 1}/{len(recs)} commits {r.committed}{ff}"
 
 
 def _cells(tokens, states, fp, texts, y):
@@ -82,7 +80,8 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
     """Animated trajectory of one Jacobi block (Play / Pause / slider over iterations).
 
     Trace 0 is the moving row of cells (frames update only it); trace 1 is the fixed point; the
-    rest are legend entries. Frames are named ``"0"``, ``"1"``, ... (0 = initial guess).
+    rest are legend entries. Frame k (named ``str(k)``) is the block as iteration k fed it (frame 0
+    = the initial guess); the last frame is the block after its last iteration.
     """
     rows, states, fp = trajectory(trace, block)
     if not rows:
@@ -111,10 +110,11 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
         frames.append(go.Frame(name=str(k), traces=[0], data=[go.Scatter(**c)],
                                layout=dict(title=dict(text=_title(trace, block, recs, k)))))
     fig.frames = frames
-    animation_controls(fig, [f.name for f in frames], [str(k) for k in ks], duration_ms, prefix="iteration ")
+    labels = [str(k + 1) if k < len(recs) else "done" for k in ks]
+    animation_controls(fig, [f.name for f in frames], labels, duration_ms, prefix="iteration ")
     base_layout(fig, _title(trace, block, recs, ks[0]), 380, animated=True)
     fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(n)), ticktext=[f"pos {i}" for i in range(n)])
+                     tickmode="array", tickvals=list(range(n)))
     fig.update_yaxes(range=[-0.6, 1.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=[0, 1], ticktext=["fixed point", "block"])
     return fig
@@ -122,13 +122,14 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
 
 def _title(trace, block, recs, k) -> str:
     off = next((b.offset for b in trace.blocks if b.index == block), None)
-    where = f" (output tokens {off}..)" if off is not None else ""
+    where = f" (output {off}..)" if off is not None else ""
     return f"Jacobi block {block}{where} · {esc(_row_label(recs, k))}"
 
 
 def block_figure(trace, block: int = 0) -> go.Figure:
-    """CLLM's trajectory figure: one row per iteration (top = initial guess), cells coloured
-    against the fixed point. Trace 0 holds all cells, row by row."""
+    """CLLM's trajectory figure: one row per iteration (top = the initial guess as iteration 1
+    fed it, bottom = the final state), cells coloured against the fixed point. Trace 0 holds all
+    cells, row by row."""
     rows, states, fp = trajectory(trace, block)
     if not rows:
         return empty_figure(f"No Jacobi iterations recorded for block {block}.")
@@ -149,10 +150,10 @@ def block_figure(trace, block: int = 0) -> go.Figure:
     legend_entries(fig, JACOBI_STATES.values())
     base_layout(fig, f"Block {block}: every iteration against the fixed point", 150 + 44 * len(rows))
     fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(n)), side="top")
+                     tickmode="array", tickvals=list(range(n)), title_text="position in block")
     fig.update_yaxes(range=[len(rows) - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=list(range(len(rows))),
-                     ticktext=["guess"] + [f"it {r.iteration + 1}" for r in recs])
+                     ticktext=[f"it {r.iteration + 1}" for r in recs] + ["done"])
     return fig
 
 

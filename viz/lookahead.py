@@ -91,7 +91,7 @@ def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
     cells: list[tuple] = []  # (x, y, fill, line colour, line width, label, hover)
 
     def add(x, y, tok, fill, hover, line=BLACK, width=1):
-        cells.append((x, y, fill, line, width, cell_label(piece(texts, tok)),
+        cells.append((x, y, fill, line, width, cell_label(piece(texts, tok), 6),
                       f"{hover}<br>token {hover_label(piece(texts, tok))} (id {tok})"))
 
     if cur is not None:
@@ -142,11 +142,11 @@ def _step_title(trace, si, texts, before) -> str:
     cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
     curtxt = esc(visible(piece(texts, cur))) if cur is not None else "?"
     if rec.chosen >= 0:
-        got = f"accepted {rec.matched[rec.chosen]} from the pool + 1 model token"
+        got = f"accepted {rec.matched[rec.chosen]} from the pool"
     else:
-        got = "no candidate matched: 1 model token" if rec.candidates else "no candidates: 1 model token"
-    return (f"Lookahead step {si} · current '{curtxt}' · {len(rec.candidates)} candidate"
-            f"{'s' if len(rec.candidates) != 1 else ''} · {got} → {len(step.tokens)} committed")
+        got = "no match" if rec.candidates else "no candidates"
+    return (f"Step {si} · current '{curtxt}' · {len(rec.candidates)} candidate"
+            f"{'s' if len(rec.candidates) != 1 else ''} · {got} · {len(step.tokens)} committed")
 
 
 def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
