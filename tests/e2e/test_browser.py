@@ -31,6 +31,7 @@ README_IMG = ROOT / "docs" / "img"
 OTHER_IMG = ROOT / "screenshots"
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.skipif(os.environ.get("PDL_SKIP_E2E") == "1", reason="PDL_SKIP_E2E=1"),
     pytest.mark.skipif(not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)), reason=f"no Chromium at {CHROMIUM}"),
 ]
