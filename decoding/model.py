@@ -143,6 +143,9 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars; our callers show their own progress
     t0 = time.perf_counter()
     device = pick_device(device)
     if dtype is None:

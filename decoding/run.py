@@ -441,8 +441,11 @@ class Run:
             method.finish()
             trace.output_ids = list(self.output)
             trace.output_pieces = lm.pieces(self.output, self.prompt_ids) if self.record else []
-            if self.record and not trace.prompt_pieces:
-                trace.prompt_pieces = lm.pieces(self.prompt_ids)
+            if self.record:
+                if not trace.prompt_pieces:
+                    trace.prompt_pieces = lm.pieces(self.prompt_ids)
+                known = set(self.prompt_ids) | set(self.output)
+                trace.vocab = {str(t): lm.tokenizer.decode([t]) for t in sorted(trace.record_ids() - known)}
             self.cache = None
 
 

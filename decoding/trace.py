@@ -112,6 +112,7 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     blocks: list[JacobiBlock] = field(default_factory=list)  # jacobi only
     pool_seed: list[list[int]] = field(default_factory=list)  # lookahead: n-grams seeded before step 0
+    vocab: dict[str, str] = field(default_factory=dict)  # text of guess tokens not in prompt/output ("id" -> text)
     prompt_text: str = ""
     chat: bool = False
     max_new_tokens: int = 0
@@ -147,6 +148,23 @@ class Trace:
     @property
     def text(self) -> str:
         return "".join(self.output_pieces)
+
+    def record_ids(self) -> set[int]:
+        """Every token id the method records mention (guesses, window, candidates, drafts, pool)."""
+        ids: set[int] = {t for g in self.pool_seed for t in g}
+        for s in self.steps:
+            if s.jacobi:
+                ids.update(s.jacobi.before, s.jacobi.after)
+            if s.lookahead:
+                la = s.lookahead
+                for rows in (la.window, la.harvested, la.candidates):
+                    for r in rows:
+                        ids.update(r)
+                for _, g in la.pool_ops:
+                    ids.update(g)
+            if s.pld:
+                ids.update(s.pld.draft)
+        return ids
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -275,6 +293,9 @@ def _trace_from_dict(d: Any) -> Trace:
         blocks.append(JacobiBlock(**{k: b[k] for k in _names(JacobiBlock)}))
     kw["blocks"] = blocks
     kw["pool_seed"] = _int_rows(d.get("pool_seed", []), "pool_seed")
+    vocab = d.get("vocab", {})
+    _check(isinstance(vocab, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in vocab.items()),
+           "vocab must map token ids (as strings) to text")
     committed = [t for s in steps for t in s.tokens]
     _check(kw["output_ids"][len(kw["output_ids"]) - len(committed):] == committed if committed else True,
            "the steps' tokens do not add up to output_ids")

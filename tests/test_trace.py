@@ -23,6 +23,7 @@ def test_round_trip(lm, method, params):
     assert back.version == SCHEMA_VERSION
     assert len(back.output_pieces) == len(back.output_ids) == 20
     assert back.prompt_pieces and back.model_id == "tiny-llama-0"
+    assert set(map(int, back.vocab)) == back.record_ids() - set(back.prompt_ids) - set(back.output_ids)
 
 
 def test_method_records_present(lm):

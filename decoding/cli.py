@@ -1,0 +1,267 @@
+"""Command line: `python -m decoding generate ...` and `python -m decoding bench ...`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+from .run import DEFAULT_PARAMS, MAX_NEW_TOKENS_CAP, ConfigError, Run, resolve_params
+
+METHOD_NAMES = tuple(DEFAULT_PARAMS)
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code 2
+        raise UsageError(message)
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, help="HF model id in the local cache or a local folder (default: the bundled SmolLM2-135M)")
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--chat", action="store_true", help="wrap the prompt as one user message in the model's chat template")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    g = p.add_argument_group("method options (defaults in decoding/run.py DEFAULT_PARAMS)")
+    g.add_argument("--n", type=int, help="jacobi: block size")
+    g.add_argument("--W", type=int, help="lookahead: window width")
+    g.add_argument("--N", type=int, help="lookahead: n-gram size")
+    g.add_argument("--G", type=int, help="lookahead: max candidates per step (and per pool key)")
+    g.add_argument("--no-seed-pool", action="store_true", help="lookahead: do not seed the pool with the prompt's n-grams")
+    g.add_argument("--no-harvest-output", action="store_true", help="lookahead: do not add committed output n-grams to the pool")
+    g.add_argument("--k", type=int, help="pld: max draft tokens")
+    g.add_argument("--max-ngram", type=int, help="pld: longest trailing n-gram to look up")
+    g.add_argument("--seed", type=int, help="jacobi / lookahead: seed of the initial guesses")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m decoding", description="Exact parallel decoding (AR, Jacobi, lookahead, prompt lookup) with traces.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    g = sub.add_parser("generate", help="decode one prompt, stream the committed chunks, optionally save the trace")
+    g.add_argument("--method", choices=METHOD_NAMES, default="lookahead")
+    g.add_argument("--prompt", required=True)
+    _add_model_args(g)
+    g.add_argument("--trace", help="write the trace JSON here")
+    g.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
+    b = sub.add_parser("bench", help="run methods over a prompts file and print a table per method and category")
+    b.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
+    b.add_argument("--methods", default="ar,jacobi,lookahead,pld",
+                   help="comma list of ar, jacobi, lookahead, pld and 'generate' (transformers' model.generate greedy)")
+    _add_model_args(b)
+    b.add_argument("--out", help="write one JSON line per (prompt, method) here")
+    b.add_argument("--per-category", type=int, default=0, help="take the first K prompts of each category (0: all)")
+    b.add_argument("--categories", default="", help="comma list of categories to keep")
+    b.add_argument("--overhead", action="store_true", help="also run each method with recording off and report the recording overhead")
+    return p
+
+
+def method_params(method: str, a: argparse.Namespace) -> dict[str, Any]:
+    given = {"n": a.n, "W": a.W, "N": a.N, "G": a.G, "k": a.k, "max_ngram": a.max_ngram, "seed": a.seed}
+    out = {k: v for k, v in given.items() if v is not None and k in DEFAULT_PARAMS.get(method, {})}
+    if method == "lookahead":
+        if a.no_seed_pool:
+            out["seed_pool_prompt"] = False
+        if a.no_harvest_output:
+            out["harvest_output"] = False
+    return resolve_params(method, out)
+
+
+def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list[dict[str, str]]:
+    """Rows {id, category, prompt} from Spec-Bench JSONL or plain {id, prompt} JSONL."""
+    if not os.path.isfile(path):
+        raise UsageError(f"no prompts file at {path}")
+    keep = {c for c in categories.split(",") if c}
+    rows, seen = [], defaultdict(int)
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                raise UsageError(f"{path}:{ln} is not JSON") from None
+            if not isinstance(d, dict):
+                raise UsageError(f"{path}:{ln} is not a JSON object")
+            if isinstance(d.get("turns"), list) and d["turns"] and isinstance(d["turns"][0], str):
+                prompt, rid = d["turns"][0], d.get("question_id", d.get("id", ln))
+            elif isinstance(d.get("prompt"), str):
+                prompt, rid = d["prompt"], d.get("id", ln)
+            else:
+                raise UsageError(f"{path}:{ln} has neither turns[0] nor prompt")
+            cat = str(d.get("category", "all"))
+            if keep and cat not in keep:
+                continue
+            if per_category and seen[cat] >= per_category:
+                continue
+            seen[cat] += 1
+            rows.append({"id": str(rid), "category": cat, "prompt": prompt})
+    if not rows:
+        raise UsageError(f"no prompts selected from {path}")
+    return rows
+
+
+def _check_max_new(a) -> None:
+    if not 1 <= a.max_new_tokens <= MAX_NEW_TOKENS_CAP:
+        raise UsageError(f"--max-new-tokens must be between 1 and {MAX_NEW_TOKENS_CAP}")
+
+
+def cmd_generate(a) -> int:
+    from .model import load_model
+
+    _check_max_new(a)
+    params = method_params(a.method, a)
+    if not a.prompt.strip():
+        raise UsageError("the prompt is empty")
+    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+    ids = lm.encode(a.prompt, chat=a.chat)
+    run = Run(lm, ids, a.method, params, a.max_new_tokens, prompt_text=a.prompt, chat=a.chat)
+    first = True
+    for step in run:
+        if not a.json:
+            if first:  # the prefill's token
+                print(lm.tokenizer.decode(run.output[: len(run.output) - len(step.tokens)]), end="", flush=True)
+                first = False
+            print(lm.tokenizer.decode(step.tokens), end="", flush=True)
+    tr = run.trace
+    if a.trace:
+        tr.save(a.trace)
+    if a.json:
+        print(json.dumps(tr.summary() | {"model": tr.model_id, "device": tr.device, "text": tr.text}, ensure_ascii=False))
+    else:
+        s = tr.summary()
+        print(f"\n\n[{s['method']}] {s['new_tokens']} tokens in {s['steps']} steps: {s['tokens_per_step']:.2f} tokens/step, "
+              f"{s['tokens_per_s']:.1f} tokens/s, stop: {s['stop_reason']}", file=sys.stderr)
+    return 0
+
+
+def _generate_baseline(lm, ids: list[int], max_new: int) -> tuple[list[int], float]:
+    import torch
+
+    x = torch.tensor([ids], device=lm.model.device)
+    eos = lm.eos_token_ids or None
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        out = lm.model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=max_new,
+                                eos_token_id=eos, pad_token_id=(eos or [0])[0], temperature=None, top_p=None, top_k=None)
+        if x.device.type == "cuda":
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+    new = out[0, len(ids):].tolist()
+    return new, secs
+
+
+def cmd_bench(a) -> int:
+    from tqdm import tqdm
+
+    from .model import load_model
+
+    _check_max_new(a)
+    methods = [m for m in a.methods.split(",") if m]
+    for m in methods:
+        if m not in METHOD_NAMES + ("generate",):
+            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(METHOD_NAMES + ('generate',))})")
+    params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
+    rows_in = read_prompts(a.prompts, a.per_category, a.categories)
+    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+    out = open(a.out, "w", encoding="utf-8") if a.out else None
+    # warm up (first forwards allocate; they would bias whichever method runs first)
+    Run(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8).decode()
+    results: list[dict] = []
+    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
+    bar = tqdm(total=len(rows_in) * len(variants), desc="bench", unit="run", file=sys.stderr)
+    for r in rows_in:
+        ids = lm.encode(r["prompt"], chat=a.chat)
+        ref = None
+        for m, record in variants:
+            if m == "generate":
+                new, secs = _generate_baseline(lm, ids, a.max_new_tokens)
+                steps = max(len(new) - 1, 0)
+                row = {"steps": steps, "tokens_per_step": (len(new) - 1) / steps if steps else 0.0,
+                       "prefill_seconds": None, "forward_seconds": None, "fed": None}
+            else:
+                tr = Run(lm, ids, m, params[m], a.max_new_tokens, record=record).decode()
+                new, secs = tr.output_ids, tr.seconds
+                row = {"steps": tr.n_steps, "tokens_per_step": tr.tokens_per_step, "prefill_seconds": tr.prefill_seconds,
+                       "forward_seconds": tr.forward_seconds, "fed": [s.fed for s in tr.steps]}
+            if m == "ar" and record:
+                ref = new
+            row = {"id": r["id"], "category": r["category"], "method": m, "params": params[m], "record": record,
+                   "prompt_tokens": len(ids), "output_ids": new, **row, "seconds": secs,
+                   "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
+            results.append(row)
+            if out:
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+            bar.update(1)
+        for row in results[-len(variants):]:
+            row["matches_ar"] = None if ref is None else row["output_ids"] == ref
+    bar.close()
+    if out:
+        out.close()
+    print(format_table(results, a))
+    return 0
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """Per (method, category) and per method overall: tokens/step, tokens/s, speedups, overhead."""
+    by: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in results:
+        key_m = r["method"] if r["record"] else r["method"] + "/norec"
+        by[(key_m, r["category"])].append(r)
+        by[(key_m, "ALL")].append(r)
+    ar = {(r["id"]): r for r in results if r["method"] == "ar" and r["record"]}
+    gen = {(r["id"]): r for r in results if r["method"] == "generate"}
+    norec = {(r["id"], r["method"]): r for r in results if not r["record"]}
+    table = []
+    for (m, cat), rs in sorted(by.items(), key=lambda kv: (kv[0][1] == "ALL", kv[0][1], kv[0][0])):
+        steps = sum(r["steps"] for r in rs)
+        step_toks = sum(max(len(r["output_ids"]) - 1, 0) for r in rs)
+        toks, secs = sum(len(r["output_ids"]) for r in rs), sum(r["seconds"] for r in rs)
+        row = {"method": m, "category": cat, "prompts": len(rs), "tokens_per_step": step_toks / steps if steps else 0.0,
+               "tokens_per_s": toks / secs if secs else 0.0}
+        for name, base in (("vs_ar", ar), ("vs_generate", gen)):
+            ratios = [r["tokens_per_s"] / base[r["id"]]["tokens_per_s"] for r in rs if r["id"] in base and base[r["id"]]["tokens_per_s"]]
+            row[name] = statistics.median(ratios) if ratios else None
+        over = [r["seconds"] / norec[(r["id"], r["method"])]["seconds"] - 1 for r in rs if r["record"] and (r["id"], r["method"]) in norec]
+        row["record_overhead"] = statistics.median(over) if over else None
+        row["exact"] = all(r.get("matches_ar") in (True, None) for r in rs)
+        table.append(row)
+    return table
+
+
+def format_table(results: list[dict], a=None) -> str:
+    table = summarize(results)
+    head = f"{'method':<15}{'category':<16}{'n':>4}{'tok/step':>10}{'tok/s':>9}{'vs ar':>8}{'vs gen':>8}{'rec.ovh':>9}  exact"
+    lines = [head, "-" * len(head)]
+    f = lambda v, fmt: "-" if v is None else format(v, fmt)
+    for r in table:
+        lines.append(f"{r['method']:<15}{r['category']:<16}{r['prompts']:>4}{r['tokens_per_step']:>10.3f}{r['tokens_per_s']:>9.2f}"
+                     f"{f(r['vs_ar'], '.3f'):>8}{f(r['vs_generate'], '.3f'):>8}{f(r['record_overhead'], '+.1%'):>9}  {'yes' if r['exact'] else 'NO'}")
+    lines.append("(vs ar / vs gen: median per-prompt ratio of tokens/s; rec.ovh: median extra time with recording on)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .model import ModelError
+
+    parser = build_parser()
+    try:
+        a = parser.parse_args(argv)
+        return cmd_generate(a) if a.command == "generate" else cmd_bench(a)
+    except (UsageError, ConfigError, ModelError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # e.g. an empty prompt
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
