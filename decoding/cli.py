@@ -1,4 +1,4 @@
-"""Command line: `python -m decoding generate ...` and `python -m decoding bench ...`."""
+"""Command line: `python -m decoding generate ...`, `python -m decoding bench ...` and `python -m decoding tune ...`."""
 
 from __future__ import annotations
 
@@ -61,7 +61,26 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--per-category", type=int, default=0, help="take the first K prompts of each category (0: all)")
     b.add_argument("--categories", default="", help="comma list of categories to keep")
     b.add_argument("--overhead", action="store_true", help="also run each method with recording off and report the recording overhead")
+    t = sub.add_parser("tune", help="rank W, N, G (lookahead) and n (Jacobi) settings by predicted and measured speedup on this device")
+    t.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
+    t.add_argument("--methods", default="jacobi,lookahead", help="comma list of jacobi, lookahead")
+    t.add_argument("--model", default=None, help="HF model id in the local cache or a local folder (default: the bundled SmolLM2-135M)")
+    t.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    t.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+    t.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
+    t.add_argument("--max-new-tokens", type=int, default=64)
+    t.add_argument("--per-category", type=int, default=1, help="take the first K prompts of each category (0: all)")
+    t.add_argument("--categories", default="", help="comma list of categories to keep")
+    t.add_argument("--remeasure", action="store_true", help="measure the step-cost curve again even if it is cached")
+    t.add_argument("--out", help="write the runs and the ranking as JSON here")
     return p
+
+
+def cmd_tune(a) -> int:
+    from .tune import cli_tune
+
+    _check_max_new(a)
+    return cli_tune(a, read_prompts(a.prompts, a.per_category, a.categories))
 
 
 def method_params(method: str, a: argparse.Namespace) -> dict[str, Any]:
@@ -256,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         a = parser.parse_args(argv)
-        return cmd_generate(a) if a.command == "generate" else cmd_bench(a)
+        return {"generate": cmd_generate, "bench": cmd_bench, "tune": cmd_tune}[a.command](a)
     except (UsageError, ConfigError, ModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

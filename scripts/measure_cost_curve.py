@@ -1,0 +1,40 @@
+"""Measure the step-cost curve of the bundled model on this machine and ship it in assets/.
+
+    python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5]
+
+The Explain page opens on this file when the live curve of the model/device is not cached yet,
+so it works without measuring. The curve is also written to the cache folder (decoding.costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from decoding.costs import DEFAULT_CONTEXT, curve_path, measure_curve  # noqa: E402
+from decoding.model import load_model  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="assets/cost_curve_cpu.json")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    lm = load_model(None, device=a.device, progress=print)
+    c = measure_curve(lm, context=a.context, repeats=a.repeats,
+                      progress=lambda f, m: print(f"[{f:4.0%}] {m}", flush=True))
+    c.save(a.out)
+    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads))
+    print(f"{c.model_id} on {c.regime}; AR overhead {c.ar_overhead}")
+    for k, s, r in zip(c.ks, c.seconds, c.relative()):
+        print(f"k={k:>4}  {s * 1000:8.1f} ms  {r:5.2f}x")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
