@@ -14,7 +14,7 @@ from .trace import Trace
 # Provenance labels, in the order views list them.
 PROVENANCE = {
     "prefill": "first token, from the prefill",
-    "step": "the model's own next token of a step (what AR would produce)",
+    "step": "the model's own next token of a step (what AR would produce; under sampling: the token drawn)",
     "jacobi": "Jacobi fast-forward: a guess that had already converged",
     "pool": "lookahead pool n-gram harvested from the window",
     "prompt_pool": "lookahead pool n-gram seeded from the prompt",
@@ -48,6 +48,13 @@ def provenance(trace: Trace) -> list[str]:
         if not s.tokens:
             continue
         extra = len(s.tokens) - 1
+        if s.sampling is not None:  # sampling: accepted candidate tokens first, the drawn token last
+            src = {"pld": "pld", "lookahead": None}.get(trace.method, "step")
+            if src is None:
+                la = s.lookahead
+                src = _ORIGIN.get(la.origins[la.chosen], "pool") if la is not None and la.chosen >= 0 else "pool"
+            labels += ([src] * extra + ["step"])[:len(s.tokens)]
+            continue
         if trace.method == "jacobi":
             src = "jacobi"
         elif trace.method == "pld":
@@ -163,3 +170,41 @@ def candidate_stats(trace: Trace) -> dict[str, float]:
     n = len(trace.steps) or 1
     return {"steps_with_candidates": tried / n, "steps_with_match": matched / n,
             "mean_accepted_extra": total / n}
+
+
+# ---- sampling ---------------------------------------------------------------------------------------
+def sampling_decisions(trace: Trace) -> list[dict]:
+    """One row per decision of a sampled run (Step.sampling), in order: each candidate token tried
+    ("accepted" / "rejected") and each token drawn from what was left ("drawn").
+
+    Keys: step, position (0 = the step's first new token), output (index in output_ids, None
+    beyond a cut at EOS / max_new_tokens), candidate (-1 for a draw), token, p, outcome.
+    """
+    rows = []
+    before = len(trace.output_ids) - trace.step_tokens
+    for si, s in enumerate(trace.steps):
+        r = s.sampling
+        if r is None:
+            before += len(s.tokens)
+            continue
+        for pos, tried in enumerate(r.tried):
+            out = before + pos if pos < len(s.tokens) else None
+            for c, t, p, ok in tried:
+                rows.append(dict(step=si, position=pos, output=out, candidate=c, token=t, p=p,
+                                 outcome="accepted" if ok else "rejected"))
+            if not (tried and tried[-1][3]):
+                rows.append(dict(step=si, position=pos, output=out, candidate=-1, token=r.final[pos], p=r.final_p[pos],
+                                 outcome="drawn"))
+        before += len(s.tokens)
+    return rows
+
+
+def sampling_stats(trace: Trace) -> dict[str, float]:
+    """Candidate tries of a sampled run: how many, the share accepted, the mean p of each outcome."""
+    rows = sampling_decisions(trace)
+    tries = [r for r in rows if r["outcome"] != "drawn"]
+    acc = [r["p"] for r in tries if r["outcome"] == "accepted"]
+    rej = [r["p"] for r in tries if r["outcome"] == "rejected"]
+    mean = lambda v: sum(v) / len(v) if v else 0.0
+    return {"tries": len(tries), "accepted": len(acc), "accept_rate": len(acc) / len(tries) if tries else 0.0,
+            "mean_p_accepted": mean(acc), "mean_p_rejected": mean(rej), "draws": len(rows) - len(tries)}

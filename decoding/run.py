@@ -13,6 +13,14 @@ Every step of every method is:
 The "current token" is the last committed token; its KV is not cached yet, so every forward feeds
 it first and its argmax is always right (that is what makes every method exact under greedy).
 
+Sampling (temperature > 0; ar, lookahead and pld) is a separate path: step 3 calls the method's
+``verify_sampled`` with the logits instead of ``verify`` with the argmax list, and a ``Sampler``
+(transformers' temperature / top-k / top-p warpers, a seeded torch.Generator) decides each token by
+``verify_tree``: candidates tried one at a time, token t accepted with probability p(t), on
+rejection p(t) = 0 and the rest renormalised, and when nothing is left to try a draw from what
+remains. That keeps the output distribution equal to AR sampling (tests/test_sampling.py). Greedy
+runs never touch this path.
+
     run = Run(lm, prompt_ids, "lookahead", {"W": 5, "N": 4, "G": 5}, max_new_tokens=64)
     for step in run:            # steps arrive as they are committed; `break` stops the run
         print(step.tokens)
@@ -32,7 +40,7 @@ import torch
 
 from .masks import mask_4d
 from .pool import NGramPool
-from .trace import JacobiBlock, JacobiRecord, LookaheadRecord, PldRecord, Step, Trace
+from .trace import JacobiBlock, JacobiRecord, LookaheadRecord, PldRecord, SampleRecord, Step, Trace
 
 MAX_NEW_TOKENS_CAP = 4096
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
@@ -42,6 +50,10 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "pld": {"k": 10, "max_ngram": 3},
 }
 _LIMITS = {"n": (1, 256), "W": (1, 64), "N": (2, 16), "G": (0, 64), "k": (1, 64), "max_ngram": (1, 16)}
+# The `sampling` params group: accepted by the methods whose sampling is exact. temperature 0 means
+# greedy (the default); then the group is left out of the resolved params altogether.
+SAMPLING_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "sample_seed": 0}
+SAMPLING_METHODS = ("ar", "lookahead", "pld")
 
 
 @lru_cache(maxsize=None)
@@ -56,11 +68,17 @@ class ConfigError(ValueError):
 
 
 def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults filled in and every value checked; raises ConfigError with one clear sentence."""
+    """Defaults filled in and every value checked; raises ConfigError with one clear sentence.
+
+    Sampling keys (SAMPLING_DEFAULTS) are taken by ar, lookahead and pld. With temperature > 0 the
+    result holds all four of them; with temperature 0 (greedy) none of them.
+    """
     if method not in DEFAULT_PARAMS:
         raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(DEFAULT_PARAMS)}")
+    params = dict(params or {})
+    sampling = {k: params.pop(k) for k in list(params) if k in SAMPLING_DEFAULTS}
     out = dict(DEFAULT_PARAMS[method])
-    for k, v in (params or {}).items():
+    for k, v in params.items():
         if k not in out:
             raise ConfigError(f"{method} has no parameter {k!r} (it takes {', '.join(out) or 'none'})")
         out[k] = v
@@ -73,7 +91,28 @@ def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]
         elif k in _LIMITS and not _LIMITS[k][0] <= v <= _LIMITS[k][1]:
             lo, hi = _LIMITS[k]
             raise ConfigError(f"{k} must be between {lo} and {hi}, got {v}")
+    if sampling:
+        out.update(_resolve_sampling(method, sampling))
     return out
+
+
+def _resolve_sampling(method: str, given: dict[str, Any]) -> dict[str, Any]:
+    s = SAMPLING_DEFAULTS | given
+    t, k, p, seed = s["temperature"], s["top_k"], s["top_p"], s["sample_seed"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 100:
+        raise ConfigError(f"temperature must be a number between 0 (greedy) and 100, got {t!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 1_000_000:
+        raise ConfigError(f"top_k must be an integer >= 0 (0: off), got {k!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ConfigError(f"top_p must be a number in (0, 1] (1: off), got {p!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ConfigError(f"sample_seed must be a non-negative integer, got {seed!r}")
+    if t == 0:
+        return {}  # greedy: top_k / top_p / sample_seed have nothing to act on
+    if method not in SAMPLING_METHODS:
+        raise ConfigError(f"{method} decodes greedily only (sampling is not an exact method for it); "
+                          f"use temperature 0, or sample with {', '.join(SAMPLING_METHODS)}")
+    return {"temperature": float(t), "top_k": k, "top_p": float(p), "sample_seed": seed}
 
 
 # ---- the KV cache -------------------------------------------------------------------------------
@@ -92,6 +131,101 @@ def keep_fed(cache, base: int, keep: list[int]) -> None:
             layer.values[:, :, base:base + n] = layer.values[:, :, idx]
     if total - base - n > 0:
         cache.crop(-(total - base - n))
+
+
+# ---- sampling -----------------------------------------------------------------------------------
+class Sampler:
+    """The sampling distribution and the random draws of one run.
+
+    p = softmax of the logits after transformers' own warpers, in generate's order (temperature,
+    top-k, top-p); every draw comes from one seeded torch.Generator, so a run is reproducible.
+    """
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, sample_seed: int, device):
+        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
+        if top_k:
+            self.warpers.append(TopKLogitsWarper(top_k))
+        if top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(top_p))
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(sample_seed)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], device) -> "Sampler | None":
+        if params.get("temperature", 0) <= 0:
+            return None
+        return cls(params["temperature"], params["top_k"], params["top_p"], params["sample_seed"], device)
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """p over the vocabulary for one row of logits (float32, sums to 1)."""
+        return torch.softmax(self.warpers(None, logits[None].float()), dim=-1)[0]
+
+    def draw(self, p: torch.Tensor) -> int:
+        """One token drawn from p (p need not be normalised)."""
+        return int(torch.multinomial(p, 1, generator=self.gen))
+
+    def accepts(self, q: float) -> bool:
+        """True with probability q."""
+        return float(torch.rand((), generator=self.gen, device=self.gen.device)) < q
+
+    def reject(self, p: torch.Tensor, t: int) -> None:
+        """p(t) = 0; the rest is renormalised implicitly (q = p(t) / p.sum(), draws take p as weights)."""
+        p[t] = 0.0
+
+
+def verify_tree(cands: list[list[int]], dist, sampler: Sampler) -> tuple[list[int], int, SampleRecord]:
+    """Sampling verification of candidate continuations of the current token (one-hot drafts).
+
+    ``dist(c, d)``: p for the token at depth d (0 = right after the current token), computed from
+    the logits at the fed position that precedes it along candidate c: the current token for d = 0,
+    candidate c's token d-1 otherwise (any candidate with the same accepted prefix has the same
+    context there, so the same p).
+
+    At each depth the candidates that share the accepted prefix are tried in order:
+        # q = p(t) / sum(p): token t of the candidate is accepted with probability q
+        # rejected: p(t) = 0 (the rest renormalised); the next candidate is tried
+        # nothing accepted, or no candidate reaches this depth: draw from what is left of p
+    Each accept is speculative sampling's min(1, p/q_draft) rule with a one-hot draft, and each
+    rejection leaves the residual max(0, p - q_draft) normalised, so the token at every depth has
+    exactly the distribution p: the output is distributed as AR sampling.
+
+    Returns (tokens decided, the candidate the accepted prefix belongs to or -1, the record).
+    """
+    tokens: list[int] = []
+    chosen = -1
+    active = list(range(len(cands)))
+    rec = SampleRecord([], [], [])
+    while True:
+        d = len(tokens)
+        p = dist(chosen, d).clone()
+        tried, hit, rejected = [], -1, set()
+        for c in active:
+            if d >= len(cands[c]) or cands[c][d] in rejected:
+                continue
+            t = cands[c][d]
+            q = float(p[t] / p.sum())
+            ok = sampler.accepts(q)
+            tried.append([c, t, round(q, 6), ok])
+            if ok:
+                hit = c
+                break
+            sampler.reject(p, t)
+            rejected.add(t)
+        rec.tried.append(tried)
+        if hit < 0:  # draw from what is left (all of p if nothing was tried)
+            t = sampler.draw(p)
+            rec.final.append(t)
+            rec.final_p.append(round(float(p[t] / p.sum()), 6))
+            tokens.append(t)
+            return tokens, chosen, rec
+        t = cands[hit][d]
+        rec.final.append(t)
+        rec.final_p.append(tried[-1][2])
+        tokens.append(t)
+        chosen = hit
+        active = [c for c in active if cands[c][:d + 1] == tokens]
 
 
 # ---- methods: propose and verify ----------------------------------------------------------------
@@ -121,6 +255,11 @@ class Method:
 
     def verify(self, am: list[int], proposal: Proposal) -> Verdict:
         return Verdict([am[0]], [0])
+
+    def verify_sampled(self, logits: torch.Tensor, proposal: Proposal, sampler: Sampler) -> Verdict:
+        """Sampling path of step 3 (``logits`` rows as ``proposal.logit_rows``); AR: one draw."""
+        tokens, _, self.sample_rec = verify_tree([], lambda c, d: sampler.probs(logits[0]), sampler)
+        return Verdict(tokens, [0], ["step"])
 
     def after_commit(self, verdict: Verdict, committed: list[int], step: Step) -> None:
         pass
@@ -181,6 +320,9 @@ class Jacobi(Method):
         out = self.run.output
         fixed = out[self.offset:self.offset + len(self.block)]
         self.run.trace.blocks.append(JacobiBlock(self.block_index, self.offset, fixed, self.iteration))
+
+    def verify_sampled(self, logits, proposal, sampler):
+        raise ConfigError("jacobi decodes greedily only")  # resolve_params refuses sampling earlier
 
     def finish(self) -> None:
         if not self.run.trace.blocks or self.run.trace.blocks[-1].index != self.block_index:
@@ -243,6 +385,25 @@ class Lookahead(Method):
         return Verdict(list(cont[:best_k]) + [am[base + best_k - 1]], [0] + list(range(fed_base, fed_base + best_k)),
                        ["step"] + [src] * best_k)
 
+    def verify_sampled(self, logits, proposal, sampler):
+        # logits rows as proposal.logit_rows: [current, top window level (W), candidates]
+        W, m = self.W, self.N - 1
+        self.top_out = logits[1:1 + W].argmax(-1).tolist()  # the window keeps its greedy (Jacobi) update
+        cands = [list(c) for c, _ in self.cands]
+
+        def dist(c, d):  # candidate c's token d-1 predicts depth d; the current token predicts depth 0
+            return sampler.probs(logits[0 if d == 0 else 1 + W + c * m + d - 1])
+
+        tokens, best, self.sample_rec = verify_tree(cands, dist, sampler)
+        self.matched = [_common_prefix(c, tokens) for c in cands]
+        self.chosen = best
+        a = len(tokens) - 1  # accepted candidate tokens; the last token was drawn
+        if best < 0:
+            return Verdict(tokens, [0], ["step"])
+        src = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}[self.cands[best][1]]
+        fed_base = self.cand0 + best * m
+        return Verdict(tokens, [0] + list(range(fed_base, fed_base + a)), ["step"] + [src] * a)
+
     def after_commit(self, verdict, committed, step):
         ops: list[list] = []
         harvested = []
@@ -300,12 +461,26 @@ class PromptLookup(Method):
         self.matched = a
         return Verdict(am[:a + 1], list(range(a + 1)), ["step"] + ["pld"] * a)
 
+    def verify_sampled(self, logits, proposal, sampler):
+        # fed: [current, draft...]; the logits at fed position d predict the token at depth d
+        cands = [self.draft] if self.draft else []
+        tokens, _, self.sample_rec = verify_tree(cands, lambda c, d: sampler.probs(logits[d]), sampler)
+        a = self.matched = len(tokens) - 1
+        return Verdict(tokens, list(range(a + 1)), ["step"] + ["pld"] * a)
+
     def after_commit(self, verdict, committed, step):
         if self.run.record:
             step.pld = PldRecord(list(self.draft), self.matched, self.ngram, self.source)
 
 
 METHOD_CLASSES = {m.name: m for m in (AR, Jacobi, Lookahead, PromptLookup)}
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 # ---- the loop ----------------------------------------------------------------------------------
@@ -332,6 +507,7 @@ class Run:
         self.eos = set(lm.eos_token_ids)
         self.device = lm.model.device
         self.dtype = next(lm.model.parameters()).dtype
+        self.sampler = Sampler.from_params(self.params, self.device)  # None: greedy
         self.output: list[int] = []
         self.done = False
         self._stopped = False
@@ -399,7 +575,7 @@ class Run:
         self.cache = DynamicCache(config=model.config)
         ids = torch.tensor([self.prompt_ids], device=self.device)
         logits = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}).logits
-        first = int(logits[0, -1].argmax())
+        first = int(logits[0, -1].argmax()) if self.sampler is None else self.sampler.draw(self.sampler.probs(logits[0, -1]))
         self._sync()
         trace.prefill_seconds = time.perf_counter() - t_start
         self._commit([first])
@@ -420,16 +596,24 @@ class Run:
                     kw["logits_to_keep"] = torch.tensor(prop.logit_rows, device=self.device)
                 tf = time.perf_counter()
                 logits = model(input_ids=torch.tensor([fed], device=self.device), use_cache=True, **kw).logits
-                am = logits[0].argmax(-1).tolist()
-                self._sync()
-                forward_s = time.perf_counter() - tf
-                # 3. verify
-                verdict = method.verify(am, prop)
+                if self.sampler is None:
+                    am = logits[0].argmax(-1).tolist()
+                    self._sync()
+                    forward_s = time.perf_counter() - tf
+                    # 3. verify: greedy, against the argmax chain
+                    verdict = method.verify(am, prop)
+                else:
+                    self._sync()
+                    forward_s = time.perf_counter() - tf
+                    # 3. verify: sampling, candidates accepted with probability p (verify_tree)
+                    verdict = method.verify_sampled(logits[0], prop, self.sampler)
                 # 4. commit: accepted tokens join the output; only their KV stays cached
                 committed = self._commit(verdict.tokens)
                 keep_fed(self.cache, past, verdict.keep)
                 step = Step(index=len(trace.steps), fed=len(fed), tokens=committed, seconds=0.0, forward_seconds=forward_s)
                 method.after_commit(verdict, committed, step)
+                if self.sampler is not None and self.record:
+                    step.sampling = method.sample_rec
                 # 5. record
                 step.seconds = time.perf_counter() - t0
                 trace.steps.append(step)

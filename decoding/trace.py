@@ -87,6 +87,28 @@ class PldRecord:
 
 
 @dataclass
+class SampleRecord:
+    """Sampling verification of one step (temperature > 0): one entry per output position it decided.
+
+    ``tried[i]``: the candidate tokens tried at position i, in order, each ``[candidate, token, p,
+    accepted]`` (candidate: index into the step's lookahead candidates, 0 for a pld draft; p: the
+    token's probability at that moment, after the earlier rejections at this position were set to 0
+    and the rest renormalised; accepted: true / false). ``final[i]``: the token position i got;
+    ``final_p[i]``: its probability in the distribution it came from (an accepted candidate's p, or
+    the draw from what was left when no try was accepted or none was possible). The step commits a
+    prefix of ``final`` (all of it unless EOS or max_new_tokens cut it).
+
+    Example (lookahead, candidates [[5, 6], [5, 9]]): tried [[[0, 5, 0.6, true]], [[0, 6, 0.3,
+    false], [1, 9, 0.2, true]], []], final [5, 9, 4], final_p [0.6, 0.2, 0.35]: 5 accepted, 6
+    rejected, then 9 (p renormalised without 6) accepted, and 4 drawn after the full match.
+    """
+
+    tried: list[list[list[Any]]]
+    final: list[int]
+    final_p: list[float]
+
+
+@dataclass
 class Step:
     index: int
     fed: int  # tokens fed to this step's forward
@@ -96,6 +118,7 @@ class Step:
     jacobi: JacobiRecord | None = None
     lookahead: LookaheadRecord | None = None
     pld: PldRecord | None = None
+    sampling: SampleRecord | None = None  # only when the run sampled (temperature > 0)
 
 
 @dataclass
@@ -146,6 +169,11 @@ class Trace:
         return sum(s.forward_seconds for s in self.steps)
 
     @property
+    def sampled(self) -> bool:
+        """True when the run sampled (temperature > 0) instead of decoding greedily."""
+        return float(self.params.get("temperature", 0) or 0) > 0
+
+    @property
     def text(self) -> str:
         return "".join(self.output_pieces)
 
@@ -164,6 +192,9 @@ class Trace:
                     ids.update(g)
             if s.pld:
                 ids.update(s.pld.draft)
+            if s.sampling:
+                ids.update(s.sampling.final)
+                ids.update(t[1] for pos in s.sampling.tried for t in pos)
         return ids
 
     def summary(self) -> dict[str, Any]:
@@ -239,6 +270,29 @@ def _names(cls) -> set[str]:
     return {f.name for f in fields(cls)}
 
 
+def _prob(v: Any, where: str) -> float:
+    _check(_num(v, where) >= 0 and v <= 1, f"{where} must be a probability in [0, 1]")
+    return v
+
+
+def _sample_record(r: Any, w: str) -> SampleRecord:
+    _obj(r, w, _names(SampleRecord))
+    final = _ints(r["final"], f"{w}.final")
+    _check(isinstance(r["final_p"], list), f"{w}.final_p must be a list")
+    for i, p in enumerate(r["final_p"]):
+        _prob(p, f"{w}.final_p[{i}]")
+    _check(isinstance(r["tried"], list), f"{w}.tried must be a list")
+    _check(len(r["tried"]) == len(final) == len(r["final_p"]), f"{w}: one tried/final/final_p entry per position")
+    for i, pos in enumerate(r["tried"]):
+        _check(isinstance(pos, list), f"{w}.tried[{i}] must be a list")
+        for j, t in enumerate(pos):
+            where = f"{w}.tried[{i}][{j}]"
+            _check(isinstance(t, list) and len(t) == 4 and type(t[0]) is int and type(t[1]) is int
+                   and type(t[3]) is bool, f"{where} must be [candidate, token, p, accepted]")
+            _prob(t[2], f"{where} p")
+    return SampleRecord(r["tried"], final, r["final_p"])
+
+
 def _trace_from_dict(d: Any) -> Trace:
     _check(isinstance(d, dict), "a trace must be a JSON object")
     version = d.get("version")
@@ -284,6 +338,8 @@ def _trace_from_dict(d: Any) -> Trace:
             p = _obj(s["pld"], f"{w}.pld", _names(PldRecord))
             _ints(p["draft"], f"{w}.pld.draft")
             step.pld = PldRecord(**{k: p[k] for k in _names(PldRecord)})
+        if s.get("sampling") is not None:
+            step.sampling = _sample_record(s["sampling"], f"{w}.sampling")
         steps.append(step)
     kw["steps"] = steps
     blocks = []
