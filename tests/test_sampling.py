@@ -330,3 +330,16 @@ def test_analysis_of_sampling_decisions(lm):
     for s, start in zip(tr.steps[:-1], analysis.committed_curve(tr)):  # the last step may be cut
         if len(s.tokens) > 1:
             assert labels[start + len(s.tokens) - 1] == "step" and labels[start] != "step"
+
+
+def test_cli_sampling_options(capsys):
+    from decoding import cli
+
+    a = cli.build_parser().parse_args(["generate", "--prompt", "hi", "--method", "pld", "--temperature", "0.7",
+                                       "--top-k", "40", "--top-p", "0.9", "--sample-seed", "3"])
+    assert cli.method_params("pld", a) == {"k": 10, "max_ngram": 3, "temperature": 0.7, "top_k": 40, "top_p": 0.9, "sample_seed": 3}
+    greedy = cli.build_parser().parse_args(["generate", "--prompt", "hi", "--top-k", "40"])
+    assert cli.method_params("lookahead", greedy) == resolve_params("lookahead", None)
+    # jacobi refuses before any model is loaded
+    assert cli.main(["bench", "--prompts", "x.jsonl", "--methods", "ar,jacobi", "--temperature", "0.7"]) == 2
+    assert "jacobi decodes greedily only" in capsys.readouterr().err
