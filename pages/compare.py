@@ -3,7 +3,7 @@
 import streamlit as st
 
 from pages.common import ui
-from viz import compare
+from viz import compare, sampling
 from viz.style import METHOD_NAMES
 
 st.title("Compare methods")
@@ -35,6 +35,14 @@ for label, t in traces.items():
     st.markdown(f"**{label}** · {t.tokens_per_step:.2f} tokens/step")
     st.markdown(compare.provenance_html(t, max_tokens=600), unsafe_allow_html=True)
 ui.chart(compare.provenance_figure, traces, key="cmp_prov")
+sampled = {label: t for label, t in traces.items() if t.sampled and t.method in ("lookahead", "pld")}
+if sampled:
+    st.subheader("Sampling: the verification decisions")
+    st.caption("Sampled runs draw different text, each distributed as AR sampling; Jacobi always decodes greedily. "
+               "Each step's candidate tokens were accepted with probability p or rejected (p set to 0).")
+    for tab, (label, t) in zip(st.tabs(list(sampled)), sampled.items()):
+        with tab:
+            ui.chart(sampling.decisions_figure, t, key=f"cmp_sampling_{t.method}")
 left, right = st.columns(2)
 with left:
     ui.chart(compare.accepted_histogram_figure, traces, key="cmp_hist")

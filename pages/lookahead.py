@@ -3,7 +3,7 @@
 import streamlit as st
 
 from pages.common import ui
-from viz import lookahead, style
+from viz import lookahead, sampling, style
 
 st.title("Lookahead decoding")
 st.markdown("Each step feeds the current token, a 2D window of guesses (N-1 levels × W columns) and up to G "
@@ -20,6 +20,13 @@ if t is not None:
         spans = style.pages(len(steps))
         page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="la_page")
     ui.chart(lookahead.step_animation, t, page, key="la_anim")
+    if t.sampled:
+        st.subheader("Sampling: the verification decisions")
+        st.markdown("Under sampling a candidate token t is accepted with probability p(t). A rejected token's p is "
+                    "set to 0 and the rest renormalised before the next candidate that shares the accepted prefix "
+                    "is tried; when none is left, a token is drawn from what remains. This keeps the text "
+                    "distributed exactly as AR sampling. The window still moves by the model's argmax.")
+        ui.chart(sampling.decisions_figure, t, page, key="la_sampling")
     st.subheader("The n-gram pool")
     left, right = st.columns([3, 2])
     with left:

@@ -67,7 +67,8 @@ def init_state() -> None:
     defaults = {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
                 "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64, "seed": 0,
                 "p_n": 16, "p_W": 5, "p_N": 4, "p_G": 5, "p_seed_pool_prompt": True, "p_harvest_output": True,
-                "p_k": 10, "p_max_ngram": 3}
+                "p_k": 10, "p_max_ngram": 3,
+                "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
     for k, v in defaults.items():
         ss.setdefault(k, v)
 
@@ -109,6 +110,7 @@ def sidebar() -> bool:
         st.number_input("Max new tokens", min_value=1, max_value=APP_MAX_NEW_TOKENS, key="max_new_tokens",
                         help=f"at most {APP_MAX_NEW_TOKENS} in the app")
         st.number_input("Seed (Jacobi / lookahead initial guesses)", min_value=0, max_value=2**31 - 1, key="seed")
+        sampling_controls(method)
         st.markdown("### Model")
         st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
                       help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
@@ -117,6 +119,36 @@ def sidebar() -> bool:
         run = c1.button("Run", type="primary", key="run_button", width="stretch")
         c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
     return run
+
+
+SAMPLING_METHODS = ("ar", "lookahead", "pld")
+
+
+def sampling_controls(method: str) -> None:
+    """Temperature, top-k, top-p and the sampling seed; Jacobi decodes greedily only."""
+    greedy_only = method not in SAMPLING_METHODS
+    with st.expander("Sampling: temperature, top-k, top-p", expanded=float(st.session_state.s_temperature) > 0):
+        if greedy_only:
+            st.caption("Jacobi decodes greedily only: sampling is not an exact method for it. "
+                       "These settings apply to AR, lookahead and prompt lookup.")
+        st.number_input("Temperature (0 = greedy)", min_value=0.0, max_value=5.0, step=0.1, key="s_temperature",
+                        disabled=greedy_only,
+                        help="Above 0 the method samples. Lookahead and prompt lookup accept a candidate token t "
+                             "with probability p(t); their output is distributed exactly as AR sampling.")
+        off = greedy_only or float(st.session_state.s_temperature) <= 0
+        st.number_input("Top-k (0 = off)", min_value=0, max_value=100_000, key="s_top_k", disabled=off)
+        st.slider("Top-p (1 = off)", min_value=0.05, max_value=1.0, step=0.05, key="s_top_p", disabled=off)
+        st.number_input("Sampling seed", min_value=0, max_value=2**31 - 1, key="s_seed", disabled=off,
+                        help="The same seed gives the same text again.")
+
+
+def sampling_params(method: str) -> dict:
+    """The sidebar's sampling settings as params for ``method`` (empty: greedy)."""
+    ss = st.session_state
+    t = float(ss.get("s_temperature", 0.0) or 0.0)
+    if method not in SAMPLING_METHODS or t <= 0:
+        return {}
+    return {"temperature": t, "top_k": int(ss.s_top_k), "top_p": float(ss.s_top_p), "sample_seed": int(ss.s_seed)}
 
 
 def selected_method() -> str:
@@ -138,7 +170,7 @@ def method_params(method: str) -> dict:
         "lookahead": {"W": int(ss.p_W), "N": int(ss.p_N), "G": int(ss.p_G), "seed": int(ss.seed),
                       "seed_pool_prompt": bool(ss.p_seed_pool_prompt), "harvest_output": bool(ss.p_harvest_output)},
         "pld": {"k": int(ss.p_k), "max_ngram": int(ss.p_max_ngram)},
-    }[method]
+    }[method] | sampling_params(method)
 
 
 # ---- the model and runs ----------------------------------------------------------------------------
@@ -208,7 +240,8 @@ def run_methods(methods: list[str]) -> None:
 
 def stream(run, lm, ids: list[int], method: str) -> None:
     box = st.container(border=True)
-    box.markdown(f"**{METHOD_NAMES[method]}** · {esc(lm.model_id)} on {esc(lm.device)}")
+    how = f"sampling at temperature {run.params['temperature']:g}" if run.params.get("temperature") else "greedy"
+    box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {esc(lm.model_id)} on {esc(lm.device)}")
     prog = box.progress(0.0, text="waiting for the model…")
     out = box.empty()
     lock = model_lock()

@@ -1,0 +1,76 @@
+"""AppTest: the sidebar's sampling controls and the sampling decisions view (no model is loaded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from tests.test_app import _navigation_app  # noqa: F401,E402  (the same st.navigation fix-up)
+from tests.test_viz_sampling import sampled_trace  # noqa: E402
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def fresh() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=60).run()
+
+
+def test_sampling_controls_follow_temperature_and_method():
+    at = fresh()
+    assert at.number_input(key="s_temperature").value == 0.0
+    assert at.number_input(key="s_top_k").disabled and at.slider(key="s_top_p").disabled  # greedy: nothing to act on
+    at.number_input(key="s_temperature").set_value(0.7).run()
+    assert not at.exception
+    assert not at.number_input(key="s_top_k").disabled and not at.number_input(key="s_seed").disabled
+    at.selectbox(key="method_label").select("Jacobi").run()
+    assert at.number_input(key="s_temperature").disabled
+    assert any("Jacobi decodes greedily only" in c.value for c in at.caption)
+
+
+def _params_script():
+    import json
+
+    import streamlit as st
+
+    from pages.common import ui
+
+    ui.init_state()
+    if st.session_state.get("sample_now"):
+        st.session_state.s_temperature, st.session_state.s_top_k, st.session_state.s_top_p = 0.7, 40, 0.9
+    st.text(json.dumps({m: ui.method_params(m) for m in ui.METHODS}))
+
+
+def test_sidebar_settings_become_run_params():
+    at = AppTest.from_function(_params_script, default_timeout=60).run()
+    greedy = json.loads(at.text[0].value)
+    assert "temperature" not in greedy["lookahead"] and "temperature" not in greedy["ar"]
+    at.session_state["sample_now"] = True
+    at.run()
+    sampled = json.loads(at.text[0].value)
+    want = {"temperature": 0.7, "top_k": 40, "top_p": 0.9, "sample_seed": 0}
+    for m in ("ar", "lookahead", "pld"):
+        assert {k: sampled[m][k] for k in want} == want
+    assert "temperature" not in sampled["jacobi"]  # Jacobi stays greedy
+
+
+def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
+    at = fresh()
+    at.switch_page("pages/traces.py").run()
+    at.file_uploader(key="trace_upload").upload("sampled.json", sampled_trace().to_json().encode(), "application/json").run()
+    assert not at.exception and not at.error
+    at.switch_page("pages/lookahead.py").run()
+    assert not at.exception and not at.error
+    specs = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    dec = [s for s in specs.values() if "Sampling verification" in s["layout"].get("title", {}).get("text", "")]
+    assert len(dec) == 1
+    assert "2 of 3 candidate tokens accepted" in dec[0]["layout"]["title"]["text"]
+    assert any("temperature=0.8" in c.value for c in at.caption)
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception and not at.error
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert any("Sampling verification" in t for t in titles)
