@@ -148,6 +148,33 @@ def cached_curve(model_id: str, device: str, dtype: str, threads: int | None = N
         return None
 
 
+def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> tuple[CostCurve, str] | None:
+    """A curve for this model/device/dtype without importing torch: the newest one measured into
+    the cache folder (any thread count), else one of the ``shipped`` files that matches.
+    Returns (curve, where it came from) or None."""
+    from .model import cache_dir
+
+    prefix = curve_key(model_id, device, dtype, 0).rsplit("__t", 1)[0] + "__t"
+    found = sorted((cache_dir() / "costs").glob(f"{glob_escape(prefix)}*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for p in found:
+        try:
+            return CostCurve.load(p), f"measured on this machine ({p.name})"
+        except (OSError, CurveError):
+            continue
+    for p in shipped:
+        try:
+            c = CostCurve.load(p)
+        except (OSError, CurveError):
+            continue
+        if (c.model_id, c.device, c.dtype) == (model_id, device, dtype):
+            return c, f"shipped with the app ({Path(p).name}, measured {c.measured_at})"
+    return None
+
+
+def glob_escape(s: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", s)
+
+
 def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: int = 5,
                   progress: Callable[[float, str], None] | None = None, ar_tokens: int = 24) -> CostCurve:
     """Time one forward over k new tokens (all logits, plain causal mask) on top of ``context``

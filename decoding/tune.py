@@ -245,3 +245,25 @@ def cli_tune(a, prompt_rows: list[dict]) -> int:
         with open(a.out, "w", encoding="utf-8") as f:
             json.dump(result | {"runs": rows}, f)
     return 0
+
+
+def find_tune_result(model_id: str, device: str, shipped: tuple = ()) -> tuple[dict, str] | None:
+    """The latest `python -m decoding tune` result for this model/device (cache folder first, then
+    the ``shipped`` files), as (result, where it came from)."""
+    import json
+    from pathlib import Path
+
+    from .costs import curve_key
+    from .model import cache_dir
+
+    prefix = curve_key(model_id, device, "x", 0).split("__x__")[0] + "__"
+    cands = sorted((cache_dir() / "tune").glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for p, where in [(p, "this machine's last `python -m decoding tune`") for p in cands if p.name.startswith(prefix)] + \
+                    [(Path(p), f"shipped with the app ({Path(p).name})") for p in shipped]:
+        try:
+            d = json.loads(Path(p).read_text())
+        except (OSError, ValueError):
+            continue
+        if d.get("model_id") == model_id and d.get("curve", {}).get("device") == device:
+            return d, where
+    return None

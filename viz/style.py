@@ -171,3 +171,52 @@ def animation_controls(fig: go.Figure, frame_names: list[str], labels: list[str]
                    for name, lab in zip(frame_names, labels)],
         )],
     )
+
+
+# ---- lecture helpers: one frame of an animation, highlighted regions, projector type -------------
+HIGHLIGHT = BLACK
+
+
+def freeze(fig: go.Figure, frame_name: str) -> go.Figure:
+    """The figure as a still of frame ``frame_name``: the frame's data and title replace the
+    first traces, and the animation controls go."""
+    frame = next((f for f in fig.frames if f.name == frame_name), None)
+    if frame is not None:
+        for i, d in zip(frame.traces or range(len(frame.data)), frame.data):
+            fig.data[i].update({k: v for k, v in d.to_plotly_json().items() if k != "type"})
+        title = frame.layout.title.text if frame.layout and frame.layout.title else None
+        if title:
+            fig.update_layout(title_text=title)
+    fig.frames = []
+    fig.layout.updatemenus, fig.layout.sliders = (), ()
+    fig.update_layout(margin=dict(b=20))
+    return fig
+
+
+def highlight_boxes(fig: go.Figure, boxes: Iterable[tuple[float, float, float, float]], label: str = "") -> go.Figure:
+    """Thick dashed black frames around cell regions (x0, x1, y0, y1 in cell units, inclusive):
+    a shape, not a colour, so it reads for every colour vision and on any projector."""
+    for i, (x0, x1, y0, y1) in enumerate(boxes):
+        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=y0 - 0.5, y1=y1 + 0.5, xref="x", yref="y",
+                      line=dict(color=HIGHLIGHT, width=5, dash="dash"), fillcolor="rgba(0,0,0,0)", layer="above")
+        if label and i == 0:  # a tag on the box's upper edge, outside it
+            rng = fig.layout.yaxis.range
+            down = rng is not None and rng[0] > rng[1]  # reversed axis: the top row has the smallest y
+            fig.add_annotation(x=x0 - 0.5, y=(y0 - 0.5) if down else (y1 + 0.5), xref="x", yref="y", text=esc(label),
+                               showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=13, color="#FFFFFF"),
+                               bgcolor=HIGHLIGHT, borderpad=3)
+    return fig
+
+
+def projector(fig: go.Figure, scale: float = 1.45) -> go.Figure:
+    """Large type for a projector: every font, cell and the height scaled up."""
+    fig.update_layout(font=dict(size=int(FONT["size"] * scale)), height=int((fig.layout.height or 400) * scale),
+                      legend=dict(font=dict(size=int(12 * scale))), title=dict(font=dict(size=int(16 * scale))))
+    for tr in fig.data:
+        if getattr(tr, "textfont", None) is not None and tr.textfont.size:
+            tr.textfont.size = int(tr.textfont.size * scale)
+        if getattr(tr, "marker", None) is not None and isinstance(tr.marker.size, (int, float)):
+            tr.marker.size = int(tr.marker.size * scale)
+    for a in fig.layout.annotations:
+        a.font.size = int((a.font.size or 13) * scale)
+    return fig

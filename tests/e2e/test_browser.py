@@ -215,3 +215,58 @@ def test_pages_play_and_live_run(page):
     assert pg.get_by_text("done: 12 tokens", exact=False).count() == 1
     assert pg.locator('[data-testid="stAlertContentError"]').count() == 0
     pg.screenshot(path=str(OTHER_IMG / "live_run.png"), full_page=True)
+
+
+def test_explain_and_lecture_walkthrough(page):
+    """The Explain page shows the account of an example trace; the Lecture mode walks through every
+    step of both walkthroughs (Next), with a screenshot of each step, then back, then large type."""
+    sys.path.insert(0, str(ROOT))
+    from decoding.trace import Trace
+    from viz import lecture
+
+    pg = page
+    wait_idle(pg)
+    goto(pg, "Explain")
+    assert_healthy(pg)
+    if pg.get_by_role("button", name="Measure the step-cost curve").count():  # no shipped curve
+        pytest.fail("the Explain page should open on the shipped step-cost curve")
+    assert pg.get_by_text("each step cost", exact=False).count() > 0
+    pg.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    pg.mouse.wheel(0, 8000)
+    pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4")
+    pg.evaluate("window.scrollTo(0, 0)")
+    assert_healthy(pg)
+    pg.screenshot(path=str(OTHER_IMG / "explain.png"), full_page=True)
+
+    goto(pg, "Lecture")
+    assert_healthy(pg)
+    for kind, label in (("jacobi", "Jacobi decoding"), ("lookahead", "Lookahead decoding")):
+        pg.get_by_text(label, exact=True).first.click()
+        wait_idle(pg)
+        steps = lecture.lecture(Trace.load(str(ROOT / "assets" / f"example_{kind}.json")))
+        n = len(steps)
+        texts = []
+        for i in range(n):
+            pg.get_by_text(f"Step {i + 1} of {n}", exact=True).wait_for()
+            assert_healthy(pg)
+            # the highlight frames are drawn over the cells
+            assert pg.locator(".js-plotly-plot .layer-above .shapelayer path").count() == len(steps[i].boxes)
+            texts.append(pg.locator('[data-testid="lecture-text"]').inner_text())
+            pg.screenshot(path=str(OTHER_IMG / f"lecture_{kind}_{i + 1:02d}.png"), full_page=True)
+            nxt = pg.get_by_role("button", name="Next ▶")
+            if i < n - 1:
+                nxt.click()
+                wait_idle(pg)
+            else:
+                assert nxt.is_disabled()
+        assert len(set(texts)) == n, "every step should say something new"
+        pg.get_by_role("button", name="◀ Back").click()
+        wait_idle(pg)
+        pg.get_by_text(f"Step {n - 1} of {n}", exact=True).wait_for()
+    # projector mode: large type
+    pg.get_by_text("Large type (projector)", exact=True).click()
+    wait_idle(pg)
+    assert_healthy(pg)
+    size = pg.locator('[data-testid="lecture-text"]').evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 24
+    pg.screenshot(path=str(OTHER_IMG / "lecture_projector.png"), full_page=True)

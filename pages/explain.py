@@ -1,0 +1,119 @@
+"""Explain page: why a run sped up (or did not) on this hardware.
+
+The step-cost curve of the model on this device, the speedup account of the shown trace
+(tokens/step, step cost, overhead, predicted vs measured), where the extra tokens came from, and
+which settings should pay off here.
+"""
+
+import streamlit as st
+
+from decoding import costs, tune
+from pages.common import ui
+from viz import compare, explain
+from viz.style import METHOD_NAMES, esc
+
+SHIPPED_CURVES = (ui.ASSETS / "cost_curve_cpu.json",)
+SHIPPED_TUNE = (ui.ASSETS / "tune_cpu.json",)
+
+st.title("Explain")
+st.markdown("Tokens per step alone does not make a run fast: a step that feeds many tokens costs more than a "
+            "one-token AR step, by how much depends on the hardware. This page weighs the two.")
+ss = st.session_state
+# live runs first (latest first), then the examples with lookahead first
+shown = sorted((m for m in ss.order if m in ss.traces and m != "ar"),
+               key=lambda m: (ss.sources.get(m, "").startswith("example"), m != "lookahead", -ss.order.index(m)))
+choices = {f"{METHOD_NAMES[m]} · {ss.sources.get(m, '')}": m for m in shown}
+if not choices:
+    st.info("No Jacobi, lookahead or prompt-lookup trace yet: run one from the sidebar.")
+    st.stop()
+t = ss.traces[ui.pick("Trace to explain", choices, key="explain_trace")]
+ui.caption(t, ss.sources.get(t.method, ""))
+ar = ss.traces.get("ar")
+if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_id or ar.device != t.device):
+    ar = None
+
+# ---- the step-cost curve ------------------------------------------------------------------------------
+curves = ss.setdefault("cost_curves", {})
+key = (t.model_id, t.device, t.dtype)
+if key not in curves:
+    curves[key] = costs.find_curve(t.model_id, t.device, t.dtype, SHIPPED_CURVES)
+found = curves[key]
+
+
+def measure() -> None:
+    name = str(ss.model_name).strip()
+    with st.spinner(f"Loading {name or 'the bundled model'}…"):
+        lm = ui.get_model(name)
+    if (lm.model_id, str(lm.device), str(lm.dtype)) != key:
+        st.warning(f"The sidebar's model is {esc(lm.model_id)} on {esc(lm.device)}; this trace was made with "
+                   f"{esc(t.model_id)} on {esc(t.device)}. Measuring the sidebar's model.")
+    bar = st.progress(0.0, text="measuring the step cost…")
+    lock = ui.model_lock()
+    with lock:
+        c = costs.load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
+    curves[(c.model_id, c.device, c.dtype)] = (c, "measured on this machine just now")
+    bar.empty()
+
+
+if found is None:
+    st.warning(f"No step-cost curve for {esc(t.model_id)} on {esc(t.device)} ({esc(t.dtype)}) yet. Measuring it "
+               "times one forward over 1 to 256 new tokens (about a minute on 2 CPU cores, once per model and device).")
+    if st.button("Measure the step-cost curve", key="explain_measure", type="primary"):
+        measure()
+        st.rerun()
+    st.stop()
+curve, where = found
+acc = costs.account(t, curve, ar)
+
+# ---- the account ------------------------------------------------------------------------------------
+st.subheader("The account")
+st.markdown(f'<div style="font-size:1.35rem;line-height:1.5"><b>{esc(METHOD_NAMES[t.method])}</b>: '
+            f"{esc(acc.sentence())}</div>", unsafe_allow_html=True)
+if acc.disagrees:
+    st.warning(acc.warning())
+if ar is None:
+    st.caption("No AR trace of this prompt: run AR on the same prompt for the measured speedup.")
+st.caption(f"Step costs: {esc(curve.model_id)} on {esc(curve.regime)}, {esc(where)}."
+           + (f" The machine's load average was {curve.load_avg:.1f} while measuring." if curve.load_avg else ""))
+left, right = st.columns([3, 2])
+with left:
+    ui.chart(explain.account_figure, acc, key="explain_account")
+with right:
+    st.dataframe(acc.rows(), hide_index=True)
+
+st.subheader("What a step costs here")
+ui.chart(explain.cost_curve_figure, curve, [s.fed for s in t.steps], f"{METHOD_NAMES[t.method]} steps", key="explain_curve")
+with st.expander("Measure the curve again (this model and device)"):
+    st.caption("Measure on a quiet machine: other programs running on the same cores bend the curve.")
+    if st.button("Measure again", key="explain_remeasure"):
+        measure()
+        st.rerun()
+
+st.subheader("Where the extra tokens came from")
+for r in costs.reasons(t):
+    st.markdown(f"- {esc(r)}")
+ui.chart(compare.provenance_figure, {METHOD_NAMES[t.method]: t}, key="explain_prov")
+
+# ---- tuning ---------------------------------------------------------------------------------------------
+st.subheader("Settings for this hardware")
+st.markdown("A setting pays off when its tokens per step beat the cost of its steps. **Break-even** is the tokens "
+            "per step a setting needs just to match AR here.")
+rows = tune.what_if(t, curve, ar)
+if rows:
+    best = rows[0]
+    st.markdown(f"Replaying this run's candidates with smaller N and G (same W): **{esc(best['setting'])}** "
+                f"is predicted at {best['predicted speedup']:.2f}× AR "
+                f"(this run's setting: {next(r['predicted speedup'] for r in rows if r['this run']):.2f}×).")
+    ui.chart(explain.what_if_figure, rows, key="explain_whatif")
+    st.dataframe(rows, hide_index=True)
+st.dataframe(tune.break_even_rows(curve, acc.overhead), hide_index=True)
+res = tune.find_tune_result(t.model_id, t.device, SHIPPED_TUNE)
+if res is not None:
+    d, src = res
+    st.markdown(f"Measured by `python -m decoding tune` on {d['prompts']} prompts ({esc(src)}): recommended "
+                + ", ".join(f"**{esc(v)}**" for v in d["recommended"].values()) + ".")
+    st.dataframe([{k: r[k] for k in ("category", "setting", "default", "prompts", "tokens_per_step", "fed_per_step",
+                                     "step_cost", "predicted", "measured")} for r in d["ranking"] if r["category"] == "ALL"],
+                 hide_index=True)
+else:
+    st.caption("Run `python -m decoding tune --prompts FILE.jsonl --chat` to measure a grid of settings on your prompts.")

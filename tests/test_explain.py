@@ -1,0 +1,187 @@
+"""Explain and Lecture: figure builders (data checked, not only drawn) and AppTest runs of the pages.
+
+The pages read a cost curve from the cache folder (PDL_CACHE) or the shipped asset; these tests
+point PDL_CACHE at a temporary folder holding a hand-made curve for the bundled model on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from decoding.costs import CostCurve, account, curve_path, find_curve
+from decoding.trace import Trace
+from viz import explain, lecture
+from viz_traces import ar_trace, jacobi_trace, lookahead_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_ID = "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)"
+
+
+def hand_curve(model_id="hand-made") -> CostCurve:
+    return CostCurve(model_id, "cpu", "float32", 2, 256, [1, 2, 4, 8, 16, 32, 64],
+                     [0.01, 0.018, 0.019, 0.02, 0.022, 0.028, 0.05], repeats=3, ar_overhead=0.02)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    c = hand_curve(BUNDLED_ID)
+    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads))
+    return tmp_path
+
+
+# ---- figures ----------------------------------------------------------------------------------------
+def test_cost_curve_figure_plots_the_relative_curve_and_the_runs_steps():
+    t = lookahead_trace()
+    fig = explain.cost_curve_figure(hand_curve(), [s.fed for s in t.steps])
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.data[0].x) == [1, 2, 4, 8, 16, 32, 64]
+    assert fig.data[0].y[0] == 1.0 and fig.data[0].y[-1] == pytest.approx(5.0)
+    assert sorted(fig.data[1].x) == [3, 9] and list(fig.data[1].customdata) == [1, 1]
+    assert "cpu" in fig.layout.title.text
+
+
+def test_account_figure_bars_are_the_running_product():
+    acc = account(lookahead_trace(), hand_curve(), ar_trace())
+    fig = explain.account_figure(acc)
+    names, ys = list(fig.data[0].x), list(fig.data[0].y)
+    assert names == ["AR", "× tokens/step", "÷ step cost", "× overhead", "prefill", "predicted", "measured"]
+    assert ys[0] == 1.0 and ys[1] == pytest.approx(acc.tokens_per_step)
+    assert ys[2] == pytest.approx(acc.tokens_per_step / acc.step_cost)
+    assert ys[3] == pytest.approx(acc.decode_speedup) and ys[5] == pytest.approx(acc.predicted)
+    assert ys[6] == pytest.approx(acc.measured)
+
+
+def test_missing_curve_gives_a_message_not_an_empty_chart():
+    fig = explain.cost_curve_figure(None)
+    assert fig.layout.annotations and "No step-cost curve" in fig.layout.annotations[0].text
+
+
+def test_find_curve_prefers_the_cache_then_the_shipped_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path / "empty"))
+    shipped = tmp_path / "shipped.json"
+    hand_curve("m").save(shipped)
+    c, where = find_curve("m", "cpu", "float32", (shipped,))
+    assert "shipped" in where and c.model_id == "m"
+    assert find_curve("other", "cpu", "float32", (shipped,)) is None
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    mine = hand_curve("m")
+    mine.context = 128
+    mine.save(curve_path("m", "cpu", "float32", 1))
+    c, where = find_curve("m", "cpu", "float32", (shipped,))
+    assert "this machine" in where and c.context == 128
+
+
+# ---- lecture ------------------------------------------------------------------------------------------
+def test_jacobi_lecture_narrates_the_hand_made_block():
+    steps = lecture.jacobi_lecture(jacobi_trace())
+    titles = [s.title for s in steps]
+    assert titles[0] == "Guess a whole block at once" and "3 tokens at once" in steps[0].text
+    ff = next(s for s in steps if s.title.startswith("Fast-forward"))
+    assert ff.frame == "2" and ff.boxes == [(2, 3, 1, 1)] and "These 2 tokens converged" in ff.text
+    assert titles[-1] == "The block's fixed point"
+
+
+def test_lookahead_lecture_finds_the_harvested_ngram_that_verifies():
+    t = lookahead_trace()
+    steps = lecture.lookahead_lecture(t)
+    v = next(s for s in steps if "verifies" in s.title)
+    # (11 12 13) was added by step 0's ops and accepted at step 1: harvested 1 step ago
+    assert v.frame == "1" and "1 step ago" in v.text and "(step 0)" in v.text
+
+
+def test_lecture_text_escapes_model_text():
+    steps = lecture.jacobi_lecture(jacobi_trace()) + lecture.lookahead_lecture(lookahead_trace())
+    html = " ".join(s.text for s in steps)
+    assert "<b>" in html  # our own markup stays
+    assert "<z>" not in html and "&lt;z&gt;" in html  # the model's does not
+    assert lecture.tok("a*b_$x$") == "<code>a&#42;b&#95;&#36;x&#36;</code>"
+
+
+@pytest.mark.parametrize("method", ["jacobi", "lookahead"])
+def test_every_lecture_step_of_the_examples_draws_a_highlighted_still(method):
+    t = Trace.load(str(ROOT / "assets" / f"example_{method}.json"))
+    steps = lecture.lecture(t)
+    assert 5 <= len(steps) <= 14
+    for s in steps:
+        fig = lecture.lecture_figure(t, s)
+        assert not fig.frames and not fig.layout.sliders
+        assert len(fig.data[0].x) > 0  # cells drawn
+        assert len(fig.layout.shapes) == len(s.boxes)
+    big = lecture.lecture_figure(t, steps[0], large=True)
+    assert big.layout.height > lecture.lecture_figure(t, steps[0]).layout.height
+    assert big.layout.font.size > 14
+
+
+# ---- pages ----------------------------------------------------------------------------------------------
+st_testing = pytest.importorskip("streamlit.testing.v1")
+
+
+@pytest.fixture
+def app(cache, monkeypatch):
+    from streamlit.runtime import pages_manager as pm
+    init = pm.PagesManager.__init__
+
+    def patched(self, *a, **kw):  # see tests/test_app.py: keep st.navigation mode across AppTest reruns
+        init(self, *a, **kw)
+        pm.PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(pm.PagesManager, "__init__", patched)
+    return st_testing.AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+
+
+def test_explain_page_opens_on_the_example_traces(app):
+    at = app
+    at.switch_page("pages/explain.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error
+    html = " ".join(m.value for m in at.markdown)
+    assert re.search(r"tokens/step, each step cost [\d.]+ AR steps, \d+% overhead \(AR \d+%\): predicted [\d.]+x, measured [\d.]+x", html)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = " ".join(s["layout"].get("title", {}).get("text", "") for s in specs)
+    assert "Step cost on cpu" in titles and "factor by factor" in titles
+    assert len(specs) >= 4  # account, curve, provenance, what-if
+    # another trace: Jacobi
+    sb = at.selectbox(key="explain_trace")
+    sb.select(next(o for o in sb.options if o.startswith("Jacobi"))).run()
+    assert not at.exception
+    assert any("Jacobi" in m.value and "predicted" in m.value for m in at.markdown)
+
+
+def test_explain_page_without_a_curve_offers_to_measure(tmp_path, monkeypatch, app):
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path / "nothing"))
+    monkeypatch.setattr("decoding.costs.find_curve", lambda *a, **k: None)
+    at = app
+    at.switch_page("pages/explain.py").run()
+    assert not at.exception
+    assert at.button(key="explain_measure")
+    assert any("No step-cost curve" in w.value for w in at.warning)
+
+
+def test_lecture_page_walks_through_all_steps(app):
+    at = app
+    at.switch_page("pages/lecture.py").run()
+    assert not at.exception and not at.error
+    n = len(lecture.lecture(Trace.load(str(ROOT / "assets" / "example_jacobi.json"))))
+    seen = set()
+    for i in range(n):
+        text = next(m.value for m in at.markdown if "lecture-text" in m.value)
+        seen.add(text)
+        assert f"Step {i + 1} of {n}" in at.get("progress")[0].proto.text
+        assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["shapes"] is not None
+        if i < n - 1:
+            at.button(key="lecture_next").click().run()
+            assert not at.exception
+    assert len(seen) == n
+    assert at.button(key="lecture_next").disabled
+    at.button(key="lecture_back").click().run()
+    assert f"Step {n - 1} of {n}" in at.get("progress")[0].proto.text
+    at.radio(key="lecture_kind").set_value("Lookahead decoding").run()
+    assert "Step 1 of" in at.get("progress")[0].proto.text
+    at.toggle(key="lecture_large").set_value(True).run()
+    assert not at.exception
+    assert "1.7rem" in next(m.value for m in at.markdown if "lecture-text" in m.value)

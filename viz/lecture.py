@@ -1,0 +1,240 @@
+"""Lecture mode: a guided walkthrough of a Jacobi or lookahead trace, one narrated step at a time.
+
+``jacobi_lecture(trace)`` / ``lookahead_lecture(trace)`` turn a trace into a list of
+``LectureStep``: a title, a short narration (HTML, model text escaped) generated from the trace's
+data, and which frame of which figure to show with which cells framed. ``lecture_figure`` draws it
+with the same builders as the Jacobi and Lookahead pages (a still of one frame, highlighted
+regions, optionally large type for a projector).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+from decoding import analysis
+from viz import jacobi, lookahead
+from viz.style import esc, freeze, highlight_boxes, piece, projector, token_texts, visible
+
+_MD = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "#": "&#35;", "~": "&#126;",
+       "$": "&#36;", "\\": "&#92;", "|": "&#124;"}
+
+
+def tok(text: str) -> str:
+    """Model text for narration: escaped for HTML and inert for Markdown and LaTeX."""
+    s = esc(visible(text))
+    return "<code>" + "".join(_MD.get(ch, ch) for ch in s) + "</code>"
+
+
+@dataclass
+class LectureStep:
+    title: str
+    text: str  # HTML, model text escaped with ``tok``
+    figure: str  # "jacobi" or "lookahead"
+    frame: str  # frame name of the figure's animation
+    boxes: list[tuple[float, float, float, float]] = field(default_factory=list)  # (x0, x1, y0, y1) cells
+    box_label: str = ""
+    block: int = 0  # Jacobi: the block shown
+
+
+# ---- Jacobi ---------------------------------------------------------------------------------------
+def pick_block(trace) -> int:
+    """The block with the most fast-forwarded + stationary tokens (the most to talk about)."""
+    counts = analysis.jacobi_counts(trace)
+    if not counts:
+        return 0
+    return max(counts, key=lambda c: (c["fast_forwarded"] + c["stationary"], -c["block"]))["block"]
+
+
+def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list[LectureStep]:
+    block = pick_block(trace) if block is None else block
+    recs = jacobi.block_records(trace, block)
+    if not recs:
+        return []
+    texts = token_texts(trace)
+    rows, states, fp = jacobi.trajectory(trace, block)
+    n = len(recs[0].before)
+    first = recs[0]
+    guesses = "".join(piece(texts, t) for t in first.before[1:])
+    steps = [
+        LectureStep(
+            "Guess a whole block at once",
+            f"Jacobi decoding does not wait for one token at a time: the model guesses <b>{n - 1} tokens at once</b>. "
+            f"The block starts from {tok(piece(texts, first.before[0]))}, the token the model already knows; the "
+            f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong (red).",
+            "jacobi", "0", [(1, n - 1, 1, 1)], f"{n - 1} guesses"),
+        LectureStep(
+            "One forward pass over the whole block",
+            f"One forward pass reads all {n} positions (causal mask) and predicts the next token at each. Every "
+            f"guess is replaced by the prediction at the position before it. The prediction after the committed "
+            f"prefix is always right: it is exactly the token AR would produce next"
+            f"{' (' + tok(piece(texts, fp[1])) + ')' if len(fp) > 1 else ''}, so every iteration commits at least one "
+            f"token (blue).",
+            "jacobi", "0", [(first.start, first.start + first.committed - 1, 1, 1)], "committed now"),
+    ]
+    notable, seen_stationary = [], set()
+    for k, r in enumerate(recs):
+        row = states[k]
+        ff = [p for p, s in enumerate(row) if s == "fast_forward"]
+        st = [p for p, s in enumerate(row) if s == "stationary" and p not in seen_stationary]
+        seen_stationary.update(st)
+        if ff:
+            words = "".join(piece(texts, rows[k][p]) for p in [r.start] + ff)
+            notable.append(LectureStep(
+                f"Fast-forward at iteration {r.iteration + 1}",
+                f"These {len(ff) + 1} tokens converged in one iteration: {tok(words)}. The guesses after the first one "
+                f"had already become right in earlier iterations, so one forward pass commits {r.committed} tokens "
+                f"instead of 1. That is a <b>fast-forward</b> (orange): the whole source of Jacobi's speedup.",
+                "jacobi", str(k), [(r.start, r.start + r.committed - 1, 1, 1)], f"{r.committed} in one step"))
+        elif st:
+            p = st[0]
+            notable.append(LectureStep(
+                f"A stationary token at iteration {r.iteration + 1}",
+                f"Position {p} already holds {tok(piece(texts, rows[k][p]))}, its final value, while an earlier "
+                f"position is still wrong. It will never change again: a <b>stationary</b> token (green). "
+                f"It cannot be committed until everything before it is right.",
+                "jacobi", str(k), [(p, p, 1, 1)], "stationary"))
+    plain = [k for k, r in enumerate(recs) if r.committed == 1 and k > 0]
+    if plain and len(notable) < max_steps - 4:
+        k = plain[0]
+        r = recs[k]
+        wrong = sum(s == "wrong" for s in states[k])
+        notable.insert(0, LectureStep(
+            f"Iteration {r.iteration + 1}: one token, like AR",
+            f"Most iterations commit only their first token ({tok(piece(texts, rows[k][r.start]))}): the guesses "
+            f"after it are still wrong ({wrong} red cells) because each one depends on the wrong token before it.",
+            "jacobi", str(k), [(r.start, r.start, 1, 1)], "committed now"))
+    steps += notable[: max_steps - 3]
+    for s in steps:
+        s.block = block
+    ffw = sum(max(r.committed - 1, 0) for r in recs)
+    steps.append(LectureStep(
+        "The block's fixed point",
+        f"After {len(recs)} iterations the block equals its <b>fixed point</b>, exactly the {len(fp)} tokens greedy AR "
+        f"would produce. AR needs {len(fp) - 1} forward passes for them; Jacobi needed {len(recs)} "
+        f"({ffw} fast-forwarded token{'s' if ffw != 1 else ''}). Whether that is faster depends on what a forward "
+        f"over {n} tokens costs on this hardware: see the Explain page.",
+        "jacobi", str(len(rows) - 1), [(0, len(fp) - 1, 0, 0)], "fixed point = AR output", block))
+    return steps
+
+
+# ---- lookahead ------------------------------------------------------------------------------------
+def harvested_at(trace, step_index: int, gram: list[int]) -> int | None:
+    """The latest step before ``step_index`` whose pool ops added or refreshed ``gram``
+    (None: it came from the seed)."""
+    for i in range(step_index - 1, -1, -1):
+        la = trace.steps[i].lookahead
+        if la is not None and any(op in "+~" and g == gram for op, g in la.pool_ops):
+            return i
+    return None
+
+
+def _grid(trace) -> "lookahead._Grid":
+    idx = lookahead.lookahead_steps(trace)
+    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
+    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in idx[: lookahead.MAX_FRAMES]])
+    return lookahead._Grid(W, N, G)
+
+
+def lookahead_lecture(trace) -> list[LectureStep]:
+    idx = lookahead.lookahead_steps(trace)
+    if not idx:
+        return []
+    texts = token_texts(trace)
+    g = _grid(trace)
+    W, N, G = g.W, g.N, int(trace.params.get("G", 0))
+    before = lookahead.committed_before(trace)
+    cur = lambda si: trace.output_ids[before[si] - 1]
+    window_box = (1, W, g.level(N - 2), g.level(0))
+    s0 = idx[0]
+    steps = [LectureStep(
+        "A 2D window of guesses",
+        f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, cur(s0)))}) and a "
+        f"<b>window</b> of {W} columns × {N - 1} levels of guesses. Level 0 starts as tokens from the prompt; the "
+        f"upper levels fill during the first {N - 2} step{'s' if N != 3 else ''}: each level is the model's "
+        f"prediction one position further on.",
+        "lookahead", str(s0), [(1, W, g.level(len(trace.steps[s0].lookahead.window) - 1), g.level(0))], "window")]
+    if trace.pool_seed:
+        steps.append(LectureStep(
+            "The pool starts with the prompt's n-grams",
+            f"Before the first step the <b>n-gram pool</b> already holds the prompt's {len(trace.pool_seed)} "
+            f"{N}-grams, keyed by their first token: text the answer is likely to repeat.",
+            "lookahead", str(s0), [], ""))
+    harvest = next((i for i in idx if trace.steps[i].lookahead.harvested), None)
+    if harvest is not None:
+        la = trace.steps[harvest].lookahead
+        gram = la.harvested[0]
+        steps.append(LectureStep(
+            f"Step {harvest}: harvest one n-gram per column",
+            f"Once the window is full, each of its {W} columns plus the top level's prediction (the 'next level' row) "
+            f"is a {N}-gram, for example {tok(''.join(piece(texts, t) for t in gram))}. All {W} go into the pool "
+            f"(outlined columns), then the window slides up one level.",
+            "lookahead", str(harvest), [(1, W, g.next, g.level(0))], f"{W} n-grams harvested"))
+    cand = next((i for i in idx if trace.steps[i].lookahead.candidates), None)
+    if cand is not None:
+        la = trace.steps[cand].lookahead
+        steps.append(LectureStep(
+            f"Step {cand}: verify candidates in the same forward",
+            f"The pool holds {len(la.candidates)} n-gram{'s' if len(la.candidates) != 1 else ''} starting with the "
+            f"current token {tok(piece(texts, cur(cand)))}. Up to G = {G} of them are fed in the same forward pass, "
+            f"each with its own mask row, and checked against the model's own predictions: "
+            f"{'none matched here' if la.chosen < 0 else 'one matched'}.",
+            "lookahead", str(cand), [(1, N - 1, g.cand0, g.cand0 + len(la.candidates) - 1)], "candidates"))
+    verified = []
+    for origin, what in (("window", "a window"), ("prompt", "a prompt"), ("output", "an output")):
+        si = next((i for i in idx if trace.steps[i].lookahead.chosen >= 0
+                   and trace.steps[i].lookahead.origins[trace.steps[i].lookahead.chosen] == origin
+                   and trace.steps[i].lookahead.matched[trace.steps[i].lookahead.chosen] >= 2), None)
+        if si is None:
+            continue
+        la = trace.steps[si].lookahead
+        c = la.chosen
+        gram = [cur(si)] + list(la.candidates[c])
+        words = "".join(piece(texts, t) for t in la.candidates[c][: la.matched[c]])
+        if origin == "window":
+            h = harvested_at(trace, si, gram)
+            when = (f"This n-gram was harvested from the window <b>{si - h} step{'s' if si - h != 1 else ''} ago</b> "
+                    f"(step {h}) and now verifies") if h is not None else "This n-gram, guessed by the window, now verifies"
+        elif origin == "prompt":
+            when = "This n-gram was copied from the prompt before decoding started, and now verifies"
+        else:
+            when = "This n-gram was harvested from the output written so far, and now verifies"
+        verified.append(LectureStep(
+            f"Step {si}: {what} n-gram verifies",
+            f"{when}: {la.matched[c]} of its tokens, {tok(words)}, match the model's own predictions, so this one "
+            f"forward pass commits {len(trace.steps[si].tokens)} tokens (the matched ones plus the model's next "
+            f"token after them).",
+            "lookahead", str(si), [(1, la.matched[c], g.cand0 + c, g.cand0 + c),
+                                   (1, len(trace.steps[si].tokens), g.committed, g.committed)],
+            f"{len(trace.steps[si].tokens)} tokens in one step"))
+    steps += sorted(verified, key=lambda s: int(s.frame))
+    big = sum(len(trace.steps[i].tokens) > 1 for i in idx)
+    last = idx[-1]
+    steps.append(LectureStep(
+        "The whole run",
+        f"{len(trace.output_ids)} tokens in {trace.n_steps} forward passes: <b>{trace.tokens_per_step:.2f} tokens per "
+        f"step</b>; {big} step{'s' if big != 1 else ''} accepted an n-gram. The output is exactly greedy AR's. Each step "
+        f"fed up to {1 + (N - 1) * W + G * (N - 1)} tokens, though: the Explain page weighs that against what such a "
+        f"forward costs on this hardware.",
+        "lookahead", str(last), [(1, len(trace.steps[last].tokens), g.committed, g.committed)], "committed"))
+    return steps
+
+
+# ---- the figure -----------------------------------------------------------------------------------
+def lecture(trace) -> list[LectureStep]:
+    return jacobi_lecture(trace) if trace.method == "jacobi" else lookahead_lecture(trace) if trace.method == "lookahead" else []
+
+
+def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
+    """The step's frame of the Jacobi block animation or the lookahead step animation, as a still,
+    with the step's cells framed; ``large``: projector type."""
+    if step.figure == "jacobi":
+        fig = jacobi.block_animation(trace, step.block)
+    else:
+        page = lookahead.lookahead_steps(trace).index(int(step.frame)) // lookahead.MAX_FRAMES
+        fig = lookahead.step_animation(trace, page)
+    freeze(fig, step.frame)
+    highlight_boxes(fig, step.boxes, step.box_label)
+    return projector(fig) if large else fig
+
