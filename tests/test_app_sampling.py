@@ -74,3 +74,36 @@ def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
     assert not at.exception and not at.error
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert any("Sampling verification" in t for t in titles)
+
+
+class _ByteTokenizer:
+    """Enough of a tokenizer for a tiny random model: one token per byte, modulo the vocabulary."""
+
+    chat_template = None
+    eos_token_id = None
+
+    def __call__(self, text, **_):
+        return {"input_ids": [b % 96 for b in text.encode()]}
+
+    def decode(self, ids, **_):
+        return "".join(f"<{int(t)}>" for t in ids)
+
+
+def test_a_sampled_run_from_the_sidebar(monkeypatch):
+    from pages.common import ui
+    from tiny import tiny_lm
+
+    lm = tiny_lm("llama", 0)
+    lm.tokenizer = _ByteTokenizer()
+    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    at = fresh()
+    at.selectbox(key="example").select("Plain text (no chat)").run()
+    at.selectbox(key="method_label").select("Prompt lookup").run()
+    at.number_input(key="max_new_tokens").set_value(24).run()
+    at.number_input(key="s_temperature").set_value(0.8).run()
+    at.button(key="run_button").click().run()
+    assert not at.exception and not at.error
+    t = at.session_state["traces"]["pld"]
+    assert t.sampled and t.params["temperature"] == 0.8 and len(t.output_ids) == 24
+    assert all(s.sampling is not None for s in t.steps)
+    assert any("sampling at temperature 0.8" in m.value for m in at.markdown)

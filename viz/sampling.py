@@ -34,7 +34,8 @@ def decision_cells(trace, page: int = 0) -> list[dict]:
     """
     rows = analysis.sampling_decisions(trace)
     steps = sorted({r["step"] for r in rows})
-    a, b = pages(len(steps), MAX_FRAMES)[page] if steps else (0, 0)
+    spans = pages(len(steps), MAX_FRAMES)
+    a, b = spans[min(max(page, 0), len(spans) - 1)]
     keep = set(steps[a:b])
     texts = token_texts(trace)
     cells, y, last = [], 0, None
