@@ -272,7 +272,9 @@ def summarize(results: list[dict]) -> list[dict]:
             row[name] = statistics.median(ratios) if ratios else None
         over = [r["seconds"] / norec[(r["id"], r["method"])]["seconds"] - 1 for r in rs if r["record"] and (r["id"], r["method"]) in norec]
         row["record_overhead"] = statistics.median(over) if over else None
-        row["exact"] = None if any(r.get("sampled") for r in rs) else all(r.get("matches_ar") in (True, None) for r in rs)
+        # exact: the same tokens as our AR loop on the same prompt (rows read back from a file included)
+        row["exact"] = None if any(r.get("sampled") for r in rs) else all(
+            r["output_ids"] == ar[r["id"]]["output_ids"] for r in rs if r["id"] in ar)
         table.append(row)
     return table
 

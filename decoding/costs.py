@@ -86,7 +86,7 @@ class CostCurve:
     @property
     def regime(self) -> str:
         """One phrase for where the numbers come from."""
-        return f"{self.device} ({self.dtype}, {self.threads} threads), {self.context} cached tokens"
+        return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}), {self.context} cached tokens"
 
     def key(self) -> str:
         return curve_key(self.model_id, self.device, self.dtype, self.threads)

@@ -28,6 +28,7 @@ GRID: dict[str, list[dict[str, int]]] = {
     "jacobi": [{"n": 4}, {"n": 8}, {"n": 16}],
     "lookahead": [{"W": 5, "N": 4, "G": 5}, {"W": 3, "N": 3, "G": 3}, {"W": 4, "N": 3, "G": 2},
                   {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5}],
+    "pld": [{"k": 10, "max_ngram": 3}, {"k": 4, "max_ngram": 3}],
 }
 TUNED_KEYS = {"jacobi": ("n",), "lookahead": ("W", "N", "G"), "pld": ("k", "max_ngram")}
 

@@ -2,6 +2,7 @@
 for docs/benchmarks.md (section "Explain: predicted vs measured").
 
     python scripts/explain_report.py out/bench.jsonl [--curve assets/cost_curve_cpu.json] [--per-prompt]
+    python scripts/explain_report.py out/tune.json   (the runs of `python -m decoding tune --out`)
 
 For every (prompt, method) row with per-step fed counts and an AR row of the same prompt (same
 recording setting), decoding.costs.account gives the predicted speedup (tokens/step over the
@@ -35,7 +36,11 @@ def main() -> None:
     ap.add_argument("--per-prompt", action="store_true", help="also print one line per (prompt, method)")
     a = ap.parse_args()
     curve = CostCurve.load(a.curve)
-    rows = [json.loads(line) for line in open(a.bench, encoding="utf-8") if line.strip()]
+    text = open(a.bench, encoding="utf-8").read()
+    if a.bench.endswith(".json"):  # `python -m decoding tune --out FILE.json`: its runs
+        rows = [r | {"record": False} for r in json.loads(text)["runs"]]
+    else:  # `python -m decoding bench --out FILE.jsonl`
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     ar = {(r["id"], r.get("record", True)): r for r in rows if r["method"] == "ar"}
     accs: dict[str, list] = {}
     lines = []
@@ -46,7 +51,8 @@ def main() -> None:
         if base is None:
             continue
         acc = account(r, curve, base)
-        key = r["method"] + ("" if r.get("record", True) else " (recording off)")
+        key = r.get("setting") or r["method"]
+        key += "" if r.get("record", True) else " (recording off)"
         accs.setdefault(key, []).append((r, acc))
         lines.append(f"| {r['id']} | {r['category']} | {key} | {acc.tokens_per_step:.2f} | {acc.step_cost:.2f} | "
                      f"{acc.measured_step_cost:.2f} | {acc.overhead:.0%} | {acc.predicted:.2f} | {acc.measured:.2f} | "

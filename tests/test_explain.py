@@ -143,7 +143,7 @@ def test_explain_page_opens_on_the_example_traces(app):
     assert re.search(r"tokens/step, each step cost [\d.]+ AR steps, \d+% overhead \(AR \d+%\): predicted [\d.]+x, measured [\d.]+x", html)
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     titles = " ".join(s["layout"].get("title", {}).get("text", "") for s in specs)
-    assert "Step cost on cpu" in titles and "factor by factor" in titles
+    assert "Step cost: cpu" in titles and "factor by factor" in titles
     assert len(specs) >= 4  # account, curve, provenance, what-if
     # another trace: Jacobi
     sb = at.selectbox(key="explain_trace")
@@ -185,3 +185,13 @@ def test_lecture_page_walks_through_all_steps(app):
     at.toggle(key="lecture_large").set_value(True).run()
     assert not at.exception
     assert "1.7rem" in next(m.value for m in at.markdown if "lecture-text" in m.value)
+
+
+def test_the_shipped_curve_matches_the_example_traces():
+    """The Explain page opens on the examples without measuring: assets/cost_curve_cpu.json is a
+    measured curve of the model and device the examples were made with."""
+    c = CostCurve.load(ROOT / "assets" / "cost_curve_cpu.json")
+    t = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
+    assert (c.model_id, c.device, c.dtype) == (t.model_id, t.device, t.dtype)
+    assert c.ks[0] == 1 and c.ks[-1] >= 128 and c.relative_cost(c.ks[-1]) > 2
+    assert (ROOT / "assets" / "cost_curve_cpu.json").stat().st_size < 5000

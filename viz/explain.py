@@ -42,10 +42,10 @@ def cost_curve_figure(curve, fed: list[int] | None = None, label: str = "") -> g
     top = max(curve.ks)
     fig.add_trace(go.Scatter(x=[1, top], y=[1, top], mode="lines", name="k one-token forwards (no parallelism)",
                              line=dict(color=GREY, dash="dot", width=2), hoverinfo="skip"))
-    base_layout(fig, esc(f"Step cost on {curve.regime}: {curve.model_id}"), 420)
+    base_layout(fig, esc(f"Step cost: {curve.regime}"), 420)
     fig.update_xaxes(type="log", title_text="tokens fed in one forward (k, log scale)", tickvals=curve.ks)
-    fig.update_yaxes(type="log", title_text="cost relative to a one-token forward (log)",
-                     range=[_log10(0.8), _log10(max(rel + [2.0]) * 1.8)])
+    fig.update_yaxes(type="log", title_text="× a one-token forward (log)",
+                     range=[_log10(min(rel) * 0.8), _log10(max(rel + [2.0]) * 1.8)])
     return fig
 
 
@@ -96,7 +96,7 @@ def account_figure(acc, title: str = "") -> go.Figure:
         customdata=[esc(f"{meaning[s]}{' · ' + factor[s] if s in factor else ''}") for s, _ in vals],
         hovertemplate="%{x}: %{y:.3f}×<br>%{customdata}<extra></extra>", showlegend=False))
     fig.add_hline(y=1.0, line=dict(color=BLACK, dash="dash", width=1), annotation_text="AR speed",
-                  annotation_position="top left")
+                  annotation_position="top right")
     base_layout(fig, esc(title or "Speedup over AR, factor by factor"), 400)
     fig.update_yaxes(title_text="speedup over AR (running product)", rangemode="tozero",
                      range=[0, max(v for _, v in vals) * 1.25])
@@ -112,7 +112,7 @@ def what_if_figure(rows: list[dict], title: str = "") -> go.Figure:
     rows = sorted(rows, key=lambda r: -(r.get(key) or 0))
     this = [bool(r.get("this run") or r.get("default")) for r in rows]
     fig = go.Figure(go.Bar(
-        x=[esc(r["setting"]) for r in rows], y=[r.get(key) or 0 for r in rows],
+        x=[esc(r["setting"].split(" ", 1)[-1]) for r in rows], y=[r.get(key) or 0 for r in rows],
         marker_color=[BLUE if t else SKY for t in this], marker_line=dict(color=[BLACK if t else GREY for t in this],
                                                                           width=[3 if t else 1 for t in this]),
         text=[f"{r.get(key) or 0:.2f}×" for r in rows], textposition="outside",
@@ -120,7 +120,7 @@ def what_if_figure(rows: list[dict], title: str = "") -> go.Figure:
         hovertemplate="%{x}<br>predicted %{y:.2f}×<br>%{customdata[0]:.2f} tokens/step, step cost %{customdata[1]:.2f}<extra></extra>",
         showlegend=False))
     fig.add_hline(y=1.0, line=dict(color=BLACK, dash="dash", width=1), annotation_text="AR speed",
-                  annotation_position="top left")
+                  annotation_position="top right")
     base_layout(fig, esc(title or "Predicted speedup of other settings (dark: this run's)"), 380)
     fig.update_yaxes(title_text="predicted speedup over AR", rangemode="tozero",
                      range=[0, max((r.get(key) or 0) for r in rows) * 1.25 + 0.05])

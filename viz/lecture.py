@@ -235,6 +235,6 @@ def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
         page = lookahead.lookahead_steps(trace).index(int(step.frame)) // lookahead.MAX_FRAMES
         fig = lookahead.step_animation(trace, page)
     freeze(fig, step.frame)
-    highlight_boxes(fig, step.boxes, step.box_label)
+    highlight_boxes(fig, step.boxes, step.box_label, pad_y=0.3 if step.figure == "jacobi" else 0.5)
     return projector(fig) if large else fig
 

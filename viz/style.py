@@ -193,25 +193,31 @@ def freeze(fig: go.Figure, frame_name: str) -> go.Figure:
     return fig
 
 
-def highlight_boxes(fig: go.Figure, boxes: Iterable[tuple[float, float, float, float]], label: str = "") -> go.Figure:
+def highlight_boxes(fig: go.Figure, boxes: Iterable[tuple[float, float, float, float]], label: str = "",
+                    pad_y: float = 0.5) -> go.Figure:
     """Thick dashed black frames around cell regions (x0, x1, y0, y1 in cell units, inclusive):
     a shape, not a colour, so it reads for every colour vision and on any projector."""
     for i, (x0, x1, y0, y1) in enumerate(boxes):
-        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=y0 - 0.5, y1=y1 + 0.5, xref="x", yref="y",
+        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=y0 - pad_y, y1=y1 + pad_y, xref="x", yref="y",
                       line=dict(color=HIGHLIGHT, width=5, dash="dash"), fillcolor="rgba(0,0,0,0)", layer="above")
         if label and i == 0:  # a tag on the box's upper edge, outside it
             rng = fig.layout.yaxis.range
             down = rng is not None and rng[0] > rng[1]  # reversed axis: the top row has the smallest y
-            fig.add_annotation(x=x0 - 0.5, y=(y0 - 0.5) if down else (y1 + 0.5), xref="x", yref="y", text=esc(label),
+            fig.add_annotation(x=x0 - 0.5, y=(y0 - pad_y) if down else (y1 + pad_y), xref="x", yref="y", text=esc(label),
                                showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=13, color="#FFFFFF"),
                                bgcolor=HIGHLIGHT, borderpad=3)
     return fig
 
 
 def projector(fig: go.Figure, scale: float = 1.45) -> go.Figure:
-    """Large type for a projector: every font, cell and the height scaled up."""
-    fig.update_layout(font=dict(size=int(FONT["size"] * scale)), height=int((fig.layout.height or 400) * scale),
-                      legend=dict(font=dict(size=int(12 * scale))), title=dict(font=dict(size=int(16 * scale))))
+    """Large type for a projector: every font, cell and the height scaled up; the legend moves
+    below the plot (a still has no slider there) so the larger title and legend do not collide."""
+    legend_rows = sum(1 for tr in fig.data if tr.showlegend is not False and tr.name)
+    below = 40 + int(17 * scale) * legend_rows
+    fig.update_layout(font=dict(size=int(FONT["size"] * scale)),
+                      height=int((fig.layout.height or 400) * scale) + below,
+                      legend=dict(font=dict(size=int(12 * scale)), orientation="v", y=-0.04, yanchor="top", x=0),
+                      title=dict(font=dict(size=int(16 * scale))), margin=dict(t=int(60 * scale), b=below))
     for tr in fig.data:
         if getattr(tr, "textfont", None) is not None and tr.textfont.size:
             tr.textfont.size = int(tr.textfont.size * scale)

@@ -225,6 +225,7 @@ def test_explain_and_lecture_walkthrough(page):
     from viz import lecture
 
     pg = page
+    pg.set_viewport_size({"width": 1400, "height": 2400})  # tall: whole figures in the screenshots
     wait_idle(pg)
     goto(pg, "Explain")
     assert_healthy(pg)
@@ -237,6 +238,10 @@ def test_explain_and_lecture_walkthrough(page):
     pg.evaluate("window.scrollTo(0, 0)")
     assert_healthy(pg)
     pg.screenshot(path=str(OTHER_IMG / "explain.png"), full_page=True)
+    charts = pg.locator(".js-plotly-plot")
+    for i in range(charts.count()):  # the page scrolls inside Streamlit's container: one picture per chart
+        charts.nth(i).scroll_into_view_if_needed()
+        charts.nth(i).screenshot(path=str(OTHER_IMG / f"explain_chart_{i + 1}.png"))
 
     goto(pg, "Lecture")
     assert_healthy(pg)
@@ -253,6 +258,11 @@ def test_explain_and_lecture_walkthrough(page):
             assert pg.locator(".js-plotly-plot .layer-above .shapelayer path").count() == len(steps[i].boxes)
             texts.append(pg.locator('[data-testid="lecture-text"]').inner_text())
             pg.screenshot(path=str(OTHER_IMG / f"lecture_{kind}_{i + 1:02d}.png"), full_page=True)
+            chart = pg.locator(".js-plotly-plot").first
+            chart.scroll_into_view_if_needed()
+            chart.screenshot(path=str(OTHER_IMG / f"lecture_{kind}_{i + 1:02d}_figure.png"))
+            pg.evaluate("window.scrollTo(0, 0)")
+            pg.locator("h1").first.scroll_into_view_if_needed()
             nxt = pg.get_by_role("button", name="Next ▶")
             if i < n - 1:
                 nxt.click()
@@ -270,3 +280,5 @@ def test_explain_and_lecture_walkthrough(page):
     size = pg.locator('[data-testid="lecture-text"]').evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
     assert size >= 24
     pg.screenshot(path=str(OTHER_IMG / "lecture_projector.png"), full_page=True)
+    pg.locator(".js-plotly-plot").first.screenshot(path=str(OTHER_IMG / "lecture_projector_figure.png"))
+    pg.set_viewport_size({"width": 1400, "height": 1000})

@@ -1,0 +1,57 @@
+"""Markdown tables for docs/benchmarks.md from `python -m decoding bench --out FILE.jsonl` rows.
+
+    python scripts/bench_report.py out/bench.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from decoding.cli import summarize  # noqa: E402
+
+
+def fmt(v, spec: str) -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def main(path: str) -> None:
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    table = [r for r in summarize(rows) if not r["method"].endswith("/norec")]
+    methods = sorted({r["method"] for r in table}, key=["ar", "generate", "jacobi", "lookahead", "pld"].index)
+    cats = sorted({r["category"] for r in table if r["category"] != "ALL"}) + ["ALL"]
+    by = {(r["method"], r["category"]): r for r in table}
+    n = {c: by.get(("ar", c), {}).get("prompts") for c in cats}
+    print("Tokens per step (compression ratio vs AR):\n")
+    print("| category | prompts | " + " | ".join(methods) + " | lookahead / pld |")
+    print("|---|---:|" + "---:|" * (len(methods) + 1))
+    for c in cats:
+        vals = [fmt(by.get((m, c), {}).get("tokens_per_step"), ".2f") for m in methods]
+        la, pl = by.get(("lookahead", c)), by.get(("pld", c))
+        ratio = fmt(la["tokens_per_step"] / pl["tokens_per_step"], ".2f") if la and pl else "–"
+        print(f"| {c} | {n[c]} | " + " | ".join(vals) + f" | {ratio} |")
+    print("\nTokens per second, and speedup (median per-prompt ratio of tokens/s) vs our AR and vs `model.generate`:\n")
+    print("| method | tokens/s | vs ar | vs generate | exact (= AR output) |")
+    print("|---|---:|---:|---:|---|")
+    for m in methods:
+        r = by[(m, "ALL")]
+        print(f"| {m} | {r['tokens_per_s']:.2f} | {fmt(r['vs_ar'], '.3f')} | {fmt(r['vs_generate'], '.3f')} | {'yes' if r['exact'] else 'NO'} |")
+    over = [r for r in summarize(rows) if r["category"] == "ALL" and r["record_overhead"] is not None]
+    if over:
+        print("\nRecording overhead (median over prompts of time with recording on / off - 1):\n")
+        print("| method | overhead |")
+        print("|---|---:|")
+        for r in over:
+            print(f"| {r['method']} | {r['record_overhead']:+.1%} |")
+    print("\nSpeedup vs AR per category (median per-prompt ratio of tokens/s):\n")
+    print("| category | " + " | ".join(m for m in methods if m != "ar") + " |")
+    print("|---|" + "---:|" * (len(methods) - 1))
+    for c in cats:
+        print(f"| {c} | " + " | ".join(fmt(by.get((m, c), {}).get("vs_ar"), ".2f") for m in methods if m != "ar") + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "out/bench.jsonl")
