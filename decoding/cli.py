@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--per-category", type=int, default=0, help="take the first K prompts of each category (0: all)")
     b.add_argument("--categories", default="", help="comma list of categories to keep")
     b.add_argument("--overhead", action="store_true", help="also run each method with recording off and report the recording overhead")
+    b.add_argument("--resume", action="store_true", help="append to --out, skipping the (prompt, method) runs it already holds")
     t = sub.add_parser("tune", help="rank W, N, G (lookahead) and n (Jacobi) settings by predicted and measured speedup on this device")
     t.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
     t.add_argument("--methods", default="jacobi,lookahead", help="comma list of jacobi, lookahead")
@@ -141,6 +142,31 @@ def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list
     return rows
 
 
+def interleave(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Round robin over categories (first prompt of each, then the second, ...): a bench cut short
+    still covers every category evenly."""
+    by: dict[str, list] = defaultdict(list)
+    for r in rows:
+        by[r["category"]].append(r)
+    out = []
+    for i in range(max(len(v) for v in by.values())):
+        out += [v[i] for v in by.values() if i < len(v)]
+    return out
+
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a `bench --out` JSONL file."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    raise UsageError(f"{path}:{ln} is not JSON (a run cut off mid-line? delete that line)") from None
+    return rows
+
+
 def _check_max_new(a) -> None:
     if not 1 <= a.max_new_tokens <= MAX_NEW_TOKENS_CAP:
         raise UsageError(f"--max-new-tokens must be between 1 and {MAX_NEW_TOKENS_CAP}")
@@ -207,18 +233,27 @@ def cmd_bench(a) -> int:
         if m not in METHOD_NAMES + ("generate",):
             raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(METHOD_NAMES + ('generate',))})")
     params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
-    rows_in = read_prompts(a.prompts, a.per_category, a.categories)
+    rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
+    done, results = set(), []
+    if a.resume:
+        if not a.out:
+            raise UsageError("--resume needs --out (the file to continue)")
+        results = read_rows(a.out) if os.path.isfile(a.out) else []
+        done = {(r["id"], r["method"], r["record"]) for r in results}
     lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
-    out = open(a.out, "w", encoding="utf-8") if a.out else None
+    out = open(a.out, "a" if a.resume else "w", encoding="utf-8") if a.out else None
     # warm up (first forwards allocate; they would bias whichever method runs first)
     Run(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8).decode()
-    results: list[dict] = []
     variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
     bar = tqdm(total=len(rows_in) * len(variants), desc="bench", unit="run", file=sys.stderr)
     for r in rows_in:
         ids = lm.encode(r["prompt"], chat=a.chat)
-        ref = None
+        ref = next((x["output_ids"] for x in results if x["id"] == r["id"] and x["method"] == "ar" and x["record"]), None)
+        fresh = []
         for m, record in variants:
+            if (r["id"], m, record) in done:
+                bar.update(1)
+                continue
             if m == "generate":
                 new, secs = _generate_baseline(lm, ids, a.max_new_tokens, sampling_args(a))
                 steps = max(len(new) - 1, 0)
@@ -236,13 +271,15 @@ def cmd_bench(a) -> int:
                    "prompt_tokens": len(ids), "output_ids": new, **row, "seconds": secs,
                    "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
             results.append(row)
-            if out:
-                out.write(json.dumps(row) + "\n")
-                out.flush()
+            fresh.append(row)
             bar.update(1)
-        for row in results[-len(variants):]:
+        for row in fresh:  # written per prompt, once AR's tokens are known
             # sampled runs draw different (equally distributed) text: token equality says nothing
             row["matches_ar"] = None if ref is None or sampling_args(a) else row["output_ids"] == ref
+            if out:
+                out.write(json.dumps(row) + "\n")
+        if out:
+            out.flush()
     bar.close()
     if out:
         out.close()

@@ -1,0 +1,57 @@
+"""`python -m decoding bench` on a tiny in-process model: rows, interleaving, resuming."""
+
+import json
+
+import pytest
+
+import decoding.model
+from decoding import cli
+from tiny import tiny_lm
+
+
+@pytest.fixture()
+def bench(monkeypatch, tmp_path):
+    lm = tiny_lm("llama", 3)
+    lm.encode = lambda text, chat=False: [1 + ord(c) % 90 for c in text][:10]
+    monkeypatch.setattr(decoding.model, "load_model", lambda *a, **k: lm)
+    prompts = tmp_path / "q.jsonl"
+    rows = [{"question_id": i, "category": cat, "turns": [f"{cat} prompt number {i}"]}
+            for i, cat in enumerate(["a", "a", "a", "b", "b", "c"])]
+    prompts.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "bench.jsonl"
+
+    def run(*extra):
+        code = cli.main(["bench", "--prompts", str(prompts), "--methods", "ar,lookahead,pld",
+                         "--max-new-tokens", "12", "--out", str(out), *extra])
+        return code, [json.loads(line) for line in out.read_text().splitlines()]
+    return run
+
+
+def test_interleave_round_robins_categories():
+    rows = [{"id": str(i), "category": c} for i, c in enumerate("aaabbc")]
+    assert [r["id"] for r in cli.interleave(rows)] == ["0", "3", "5", "1", "4", "2"]
+
+
+def test_bench_rows_are_exact_and_interleaved(bench):
+    code, rows = bench("--per-category", "2")
+    assert code == 0
+    assert [r["id"] for r in rows[::3]] == ["0", "3", "5", "1", "4"]
+    assert all(r["matches_ar"] is True for r in rows)
+    assert all(len(r["output_ids"]) == 12 and r["tokens_per_step"] >= 1 for r in rows)
+    table = {(t["method"], t["category"]): t for t in cli.summarize(rows)}
+    assert table[("lookahead", "ALL")]["exact"] is True
+
+
+def test_resume_runs_only_what_is_missing(bench, capsys):
+    code, first = bench("--per-category", "1")
+    assert code == 0 and len(first) == 9
+    code, rows = bench("--per-category", "2", "--resume")
+    assert code == 0 and len(rows) == 15
+    assert rows[:9] == first  # kept, not rerun
+    assert len({(r["id"], r["method"]) for r in rows}) == 15
+    assert all(r["matches_ar"] is True for r in rows[9:])
+
+
+def test_resume_needs_out(capsys):
+    assert cli.main(["bench", "--prompts", "x.jsonl", "--resume"]) == 2
+    assert "error:" in capsys.readouterr().err
