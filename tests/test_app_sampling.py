@@ -107,3 +107,27 @@ def test_a_sampled_run_from_the_sidebar(monkeypatch):
     assert t.sampled and t.params["temperature"] == 0.8 and len(t.output_ids) == 24
     assert all(s.sampling is not None for s in t.steps)
     assert any("sampling at temperature 0.8" in m.value for m in at.markdown)
+
+
+def test_a_greedy_run_streams_every_token_the_prefill_first(monkeypatch):
+    import html
+    import re
+
+    from pages.common import ui
+    from tiny import tiny_lm
+
+    lm = tiny_lm("qwen2", 1)
+    lm.tokenizer = _ByteTokenizer()
+    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    at = fresh()
+    at.selectbox(key="example").select("Plain text (no chat)").run()
+    at.selectbox(key="method_label").select("Lookahead").run()
+    at.number_input(key="max_new_tokens").set_value(20).run()
+    at.button(key="run_button").click().run()
+    assert not at.exception and not at.error
+    t = at.session_state["traces"]["lookahead"]
+    streamed = next(m.value for m in at.markdown if "prefill: the first token" in m.value)
+    spans = re.findall(r'<span title="([^"]*)"[^>]*>(.*?)</span>', streamed)
+    assert spans[0][0] == "prefill: the first token"
+    assert len(spans) == 1 + t.n_steps
+    assert "".join(html.unescape(text) for _, text in spans) == "".join(lm.pieces(t.output_ids, t.prompt_ids))

@@ -200,11 +200,13 @@ def check_inputs() -> list[str]:
 
 
 def chunks_html(chunks: list[tuple[str, int]]) -> str:
-    """Committed chunks as they landed: a multi-token step is one highlighted chunk."""
+    """Committed chunks as they landed (the first: the prefill's token): a multi-token step is one
+    highlighted chunk."""
     out = []
     for i, (text, n) in enumerate(chunks):
-        bg = GREEN if n > 1 else ("#EEEEEE" if i % 2 else "#DDDDDD")
-        out.append(f'<span title="step {i}: {n} token(s)" style="background:{bg};color:{text_colour(bg)};'
+        bg = GREEN if n > 1 and i else ("#EEEEEE" if i % 2 else "#DDDDDD")
+        what = f"step {i}: {n} token(s)" if i else "prefill: the first token"
+        out.append(f'<span title="{what}" style="background:{bg};color:{text_colour(bg)};'
                    f'border-radius:3px;padding:0 1px;white-space:pre-wrap">{esc(text)}</span>')
     return '<div style="font-family:monospace;font-size:15px;line-height:1.8">' + "".join(out) + "</div>"
 
@@ -253,12 +255,17 @@ def stream(run, lm, ids: list[int], method: str) -> None:
     it = iter(run)
     try:
         for step in it:
+            if not chunks:  # the prefill's token came with the first step
+                done = list(run.output[: len(run.output) - len(step.tokens)])
+                chunks.append(("".join(lm.pieces(done, ids)), len(done)))
             chunks.append(("".join(lm.pieces(step.tokens, ids + done)), len(step.tokens)))
             done += step.tokens
             out.markdown(chunks_html(chunks), unsafe_allow_html=True)
-            n = len(done) + 1
+            n = len(done)
             prog.progress(min(1.0, n / run.max_new_tokens),
-                          text=f"{n} tokens · {len(chunks)} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
+                          text=f"{n} tokens · {len(chunks) - 1} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
+        if not chunks and run.output:  # only the prefill's token (max_new_tokens 1, or EOS at once)
+            out.markdown(chunks_html([("".join(lm.pieces(list(run.output), ids)), len(run.output))]), unsafe_allow_html=True)
     finally:  # also when Stop (or any widget) interrupts the script: keep what was decoded
         it.close()
         lock.release()
