@@ -115,6 +115,17 @@ def test_every_lecture_step_of_the_examples_draws_a_highlighted_still(method):
     big = lecture.lecture_figure(t, steps[0], large=True)
     assert big.layout.height > lecture.lecture_figure(t, steps[0]).layout.height
     assert big.layout.font.size > 14
+    for s in steps:  # the larger title fits the page: long ones are broken into lines
+        title = lecture.lecture_figure(t, s, large=True).layout.title.text
+        assert max(len(line) for line in title.split("<br>")) <= 70
+
+
+def test_wrap_title_breaks_at_separators_then_spaces():
+    from viz.style import wrap_title
+    assert wrap_title("short · title", 40) == "short · title"
+    assert wrap_title("Step 48 · current 'x' · 4 candidates · accepted 2 from the pool", 30) == \
+        "Step 48 · current 'x'<br>4 candidates<br>accepted 2 from the pool"
+    assert wrap_title("one very long part without separators", 12) == "one very<br>long part<br>without<br>separators"
 
 
 # ---- pages ----------------------------------------------------------------------------------------------

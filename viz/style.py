@@ -209,15 +209,43 @@ def highlight_boxes(fig: go.Figure, boxes: Iterable[tuple[float, float, float, f
     return fig
 
 
+PROJECTOR_TITLE_CHARS = 100  # characters of a 16 px monospace title that fit the page's width
+
+
+def wrap_title(title: str, width: int) -> str:
+    """A long title broken into lines (Plotly titles do not wrap) at its ' · ' separators, or at
+    spaces where a part alone is too long."""
+    parts = title.split(" · ")
+    lines, cur = [], ""
+    for part in parts:
+        cand = f"{cur} · {part}" if cur else part
+        if cur and len(cand) > width:
+            lines.append(cur)
+            cand = part
+        cur = cand
+    lines.append(cur)
+    out = []
+    for line in lines:
+        while len(line) > width and " " in line[:width]:
+            cut = line.rfind(" ", 0, width)
+            out.append(line[:cut])
+            line = line[cut + 1:]
+        out.append(line)
+    return "<br>".join(out)
+
+
 def projector(fig: go.Figure, scale: float = 1.45) -> go.Figure:
     """Large type for a projector: every font, cell and the height scaled up; the legend moves
     below the plot (a still has no slider there) so the larger title and legend do not collide."""
     legend_rows = sum(1 for tr in fig.data if tr.showlegend is not False and tr.name)
     below = 40 + int(17 * scale) * legend_rows
+    title = fig.layout.title.text or ""
+    lines = wrap_title(title, int(PROJECTOR_TITLE_CHARS / scale))
     fig.update_layout(font=dict(size=int(FONT["size"] * scale)),
                       height=int((fig.layout.height or 400) * scale) + below,
                       legend=dict(font=dict(size=int(12 * scale)), orientation="v", y=-0.04, yanchor="top", x=0),
-                      title=dict(font=dict(size=int(16 * scale))), margin=dict(t=int(60 * scale), b=below))
+                      title=dict(text=lines, font=dict(size=int(16 * scale))),
+                      margin=dict(t=int(60 * scale) + int(22 * scale) * lines.count("<br>"), b=below))
     for tr in fig.data:
         if getattr(tr, "textfont", None) is not None and tr.textfont.size:
             tr.textfont.size = int(tr.textfont.size * scale)
