@@ -580,6 +580,7 @@ class Run:
         trace.prefill_seconds = time.perf_counter() - t_start
         self._commit([first])
         method = METHOD_CLASSES[self.method_name](self, self.params)
+        paused = 0.0
         try:
             while not self.done and not self._stopped:
                 t0 = time.perf_counter()
@@ -617,9 +618,13 @@ class Run:
                 # 5. record
                 step.seconds = time.perf_counter() - t0
                 trace.steps.append(step)
-                yield step
+                ty = time.perf_counter()
+                try:
+                    yield step
+                finally:  # the consumer's time (a UI drawing the step, a pause before Stop) is not decoding
+                    paused += time.perf_counter() - ty
         finally:
-            trace.seconds = time.perf_counter() - t_start
+            trace.seconds = time.perf_counter() - t_start - paused
             if not self.done:
                 trace.stop_reason = "stopped"
             method.finish()

@@ -49,6 +49,18 @@ def test_steps_stream_and_stop_early(lm):
     assert tr.output_ids == decode(lm, [4, 5, 6], "ar", {}, len(tr.output_ids)).output_ids
 
 
+def test_time_spent_by_the_consumer_is_not_decoding_time(lm):
+    import time
+    run = Run(lm, [4, 5, 6], "ar", {}, 6)
+    t0 = time.perf_counter()
+    for _ in run:
+        time.sleep(0.05)  # a UI drawing each step
+    wall = time.perf_counter() - t0
+    assert len(run.trace.steps) == 5 and wall >= 0.25
+    assert run.trace.seconds < wall - 0.2
+    assert run.trace.seconds >= sum(s.seconds for s in run.trace.steps)
+
+
 def test_break_out_of_the_loop_keeps_a_valid_trace(lm):
     run = Run(lm, [4, 5, 6], "lookahead", {"W": 3, "N": 3, "G": 3}, 50)
     it = iter(run)
