@@ -153,6 +153,8 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     if dtype not in DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     bundled = name in (None, "", BUNDLED)
+    if not bundled and os.path.isfile(os.path.join(str(name), "adapter_config.json")):
+        return _load_adapter(str(name), device, dtype, progress, t0)
     if bundled:
         path, model_id = str(bundled_folder(progress)), BUNDLED_ID
     else:
@@ -174,6 +176,37 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
         raise ModelError(f"cannot load {model_id}: {_first_line(e)}") from None
     model.to(device).eval()
     return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0)
+
+
+def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float) -> LoadedModel:
+    """A LoRA adapter folder (peft): load its base (``base_model_name_or_path``: "bundled", a folder
+    or a cached model id) through load_model, apply the adapter and merge it into the weights, so
+    the result is a plain model every method can run (e.g. a CLLM trained by decoding.cllm)."""
+    import json
+
+    try:
+        cfg = json.loads(Path(folder, "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelError(f"cannot read {folder}/adapter_config.json: {_first_line(e)}") from None
+    base_name = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
+    if not isinstance(base_name, str) or not base_name:
+        raise ModelError(f"{folder}/adapter_config.json names no base model (base_model_name_or_path)")
+    if cfg.get("peft_type", "LORA") != "LORA":
+        raise ModelError(f"{folder} is a {cfg.get('peft_type')} adapter; only LoRA adapters can be merged")
+    if not os.path.isabs(base_name) and base_name != BUNDLED and os.path.isdir(os.path.join(folder, base_name)):
+        base_name = os.path.join(folder, base_name)  # a base given relative to the adapter folder
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise ModelError(f"{folder} is a LoRA adapter: loading it needs the `peft` package (pip install -r requirements.txt)") from None
+    base = load_model(base_name, device, dtype, progress)
+    try:
+        model = PeftModel.from_pretrained(base.model, folder, is_trainable=False).merge_and_unload()
+    except (OSError, ValueError, RuntimeError, KeyError) as e:
+        raise ModelError(f"cannot apply the adapter in {folder} to {base.model_id}: {_first_line(e)}") from None
+    model.to(device).eval()
+    model_id = f"{folder} (LoRA on {base.model_id})"
+    return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0)
 
 
 def _first_line(e: Exception) -> str:
