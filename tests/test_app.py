@@ -127,3 +127,15 @@ def test_upload_wrong_schema_version():
     at.file_uploader(key="trace_upload").upload("old.json", json.dumps(d).encode(), "application/json").run()
     assert not at.exception
     assert any("unsupported trace version" in e.value for e in at.error)
+
+
+def test_unknown_model_gets_one_sentence_and_the_app_keeps_working():
+    at = fresh()
+    at.text_input(key="model_name").input("no-such-org/no-such-model").run()
+    at.button(key="run_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    errs = [e.value for e in at.error]
+    assert len(errs) == 1 and "no-such-org/no-such-model" in errs[0] and "Traceback" not in errs[0]
+    assert charts(at)  # the example is still shown
+    at.switch_page("pages/lookahead.py").run()
+    assert not at.exception and charts(at)
