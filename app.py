@@ -18,6 +18,7 @@ nav = st.navigation([
     st.Page("pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
     st.Page("pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/cllm.py", title="CLLM", icon=":material/bolt:"),
     st.Page("pages/explain.py", title="Explain", icon=":material/insights:"),
     st.Page("pages/lecture.py", title="Lecture", icon=":material/school:"),
     st.Page("pages/traces.py", title="Traces", icon=":material/save:"),

@@ -1,0 +1,121 @@
+"""CLLM page: one prompt decoded with Jacobi by the base model and by a consistency LLM, side by
+side and in step; per-block iterations, fast-forwarded and stationary counts; training curves."""
+
+import json
+from pathlib import Path
+
+import streamlit as st
+
+from decoding.trace import Trace
+from pages.common import ui
+from viz import cllm as vc
+from viz import style
+
+CLLM_ASSETS = ui.ASSETS / "cllm"
+SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_pair():
+    """The precomputed base and CLLM Jacobi traces in assets/cllm (None if missing)."""
+    try:
+        return Trace.load(str(CLLM_ASSETS / "base_jacobi.json")), Trace.load(str(CLLM_ASSETS / "cllm_jacobi.json"))
+    except (OSError, ValueError):
+        return None
+
+
+def metrics_of(folder: Path) -> tuple[list[dict], dict]:
+    """The training metrics rows and the cllm.json of a CLLM folder (empty if absent)."""
+    from decoding.cllm import META_FILE, METRICS_FILE, read_metrics
+
+    rows = read_metrics(str(folder / METRICS_FILE)) if (folder / METRICS_FILE).is_file() else []
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    return rows, meta if isinstance(meta, dict) else {}
+
+
+def decode_both(folder: str) -> None:
+    """Decode the sidebar's prompt with Jacobi by the sidebar's model and by the CLLM in ``folder``."""
+    from decoding.model import ModelError
+    from decoding.run import ConfigError, Run
+
+    ss = st.session_state
+    errs = ui.check_inputs()
+    if errs:
+        for e in errs:
+            st.error(e)
+        return
+    base_name = str(ss.model_name).strip()
+    try:
+        with st.spinner("Loading the base model and the CLLM (once per server)…"):
+            base = ui.get_model(base_name)
+            cllm = ui.get_model(folder)
+        ids = base.encode(ss.prompt, chat=bool(ss.chat))
+        runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.seed)}, int(ss.max_new_tokens),
+                    prompt_text=ss.prompt, chat=bool(ss.chat)) for lm in (base, cllm)]
+    except (ModelError, ConfigError, ValueError) as e:
+        st.error(f"Cannot run: {e}")
+        return
+    with st.spinner("Decoding with both models…"), ui.model_lock():
+        traces = [r.decode() for r in runs]
+    ss.cllm_pair = (traces[0], traces[1], "live run", folder)
+
+
+st.title("Consistency LLM (CLLM)")
+st.markdown("A CLLM is the base model fine-tuned on its own Jacobi trajectories: from any intermediate state of a "
+            "block it learns to predict the block's fixed point (consistency loss), while an AR loss keeps its "
+            "greedy answer. Jacobi then converges in fewer iterations, with more **fast-forwarded** and "
+            "**stationary** tokens. Both models below decode the same prompt with greedy Jacobi; press **Play**.")
+ss = st.session_state
+if "cllm_pair" not in ss:
+    pair = shipped_pair()
+    ss.cllm_pair = (*pair, "shipped traces (assets/cllm)", str(SHIPPED_ADAPTER)) if pair else None
+with st.expander("Decode the sidebar's prompt with both models"):
+    folder = st.text_input("CLLM folder (LoRA adapter or full model)", value=str(SHIPPED_ADAPTER), key="cllm_folder")
+    st.caption("The base model is the sidebar's model (empty: the bundled SmolLM2-135M); n, max new tokens and "
+               "the seed come from the sidebar.")
+    if st.button("Decode with base and CLLM", key="cllm_run"):
+        decode_both(folder.strip())
+
+if ss.cllm_pair is None:
+    st.info("No CLLM traces yet: the shipped ones in assets/cllm are missing. Decode a prompt with the button above.")
+    st.stop()
+base, cllm, source, folder = ss.cllm_pair
+prompt = base.prompt_text or "".join(base.prompt_pieces)
+st.caption(f"Showing: {style.esc(source)} · base: {style.esc(base.model_id)} · CLLM: {style.esc(cllm.model_id)} · "
+           f"Jacobi n = {style.esc(str(base.params.get('n')))}")
+st.caption(f"Prompt{' (chat)' if base.chat else ''}: {style.esc(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
+
+rows = vc.summary_rows(base, cllm)
+c1, c2, c3 = st.columns(3)
+ratio = rows[1]["tokens/step"] / rows[0]["tokens/step"] if rows[0]["tokens/step"] else 0.0
+c1.metric("Tokens per step: base → CLLM", f"{rows[0]['tokens/step']:.2f} → {rows[1]['tokens/step']:.2f}", f"{ratio:.2f}x")
+c2.metric("Forward steps: base → CLLM", f"{rows[0]['steps']} → {rows[1]['steps']}")
+d = vc.drift(base, cllm)
+c3.metric("Same tokens as the base's answer", f"{d['identical_share']:.0%}",
+          help=f"position by position; the answers agree on their first {d['common_prefix']} tokens")
+st.dataframe(rows, hide_index=True)
+
+blocks = vc.common_blocks(base, cllm)
+if blocks:
+    block = ui.pick("Block", {f"block {b}": b for b in blocks}, key="cllm_block")
+    ui.chart(vc.side_by_side, base, cllm, block, key="cllm_anim")
+else:
+    st.warning("These traces have no Jacobi blocks in common (recording was off?).")
+ui.chart(vc.iterations_figure, base, cllm, key="cllm_iters")
+
+left, right = st.columns(2)
+for col, name, t in ((left, "Base", base), (right, "CLLM", cllm)):
+    with col:
+        st.markdown(f"**{name}'s answer**")
+        st.text(t.text)  # plain text: never rendered as HTML or markdown
+
+st.subheader("Training")
+metrics, meta = metrics_of(Path(folder))
+ui.chart(vc.training_curves, metrics, key="cllm_curves")
+if meta:
+    keep = ("base", "items", "steps", "epochs", "lr", "ar_weight", "local", "lora_r", "train_seconds", "train_tokens",
+            "device", "command")
+    st.dataframe([{"setting": k, "value": str(meta[k])} for k in keep if k in meta], hide_index=True)

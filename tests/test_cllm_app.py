@@ -1,0 +1,175 @@
+"""CLLM views: figure builders on tiny-model Jacobi traces, the page in AppTest on the shipped assets
+and on a live run of two tiny models (no real model is loaded here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from decoding import analysis
+from decoding.run import decode
+from decoding.trace import Trace
+from tiny import tiny_lm
+from viz import cllm as vc
+from viz.jacobi import trajectory
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from tests.test_app import _navigation_app  # noqa: F401,E402  (the same st.navigation fix-up)
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+ASSETS = ROOT / "assets" / "cllm"
+IDS = [5, 9, 2, 7, 5, 9, 2, 7, 1]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    a = decode(tiny_lm("llama", 0), IDS, "jacobi", {"n": 6}, 20)
+    b = decode(tiny_lm("llama", 1), IDS, "jacobi", {"n": 6}, 20)
+    return a, b
+
+
+def test_summary_rows_add_up_the_analysis(pair):
+    rows = vc.summary_rows(*pair)
+    for row, t in zip(rows, pair):
+        counts = analysis.jacobi_counts(t)
+        assert row["steps"] == t.n_steps and row["tokens/step"] == round(t.tokens_per_step, 3)
+        assert row["blocks"] == len(counts) == len(t.blocks)
+        assert row["fast-forwarded"] == sum(c["fast_forwarded"] for c in counts)
+        assert row["stationary"] == sum(c["stationary"] for c in counts)
+        assert row["iterations/block"] == round(sum(c["iterations"] for c in counts) / len(counts), 2)
+    assert [r["model"] for r in rows] == ["base", "CLLM"]
+
+
+def test_side_by_side_frames_move_both_rows_in_step(pair):
+    a, b = pair
+    fig = vc.side_by_side(a, b, 1)
+    ra, _, fa = trajectory(a, 1)
+    rb, _, fb = trajectory(b, 1)
+    assert len(fig.frames) == max(len(ra), len(rb))
+    for k, fr in enumerate(fig.frames):
+        assert list(fr.traces) == [0, 1]
+        # a finished model holds its last state
+        assert list(fr.data[0].x) == list(range(len(ra[min(k, len(ra) - 1)])))
+        assert list(fr.data[0].marker.color) == list(
+            vc._cells(ra[min(k, len(ra) - 1)], trajectory(a, 1)[1][min(k, len(ra) - 1)], fa, {}, 3)["marker"]["color"])
+        assert list(fr.data[1].marker.color) == list(
+            vc._cells(rb[min(k, len(rb) - 1)], trajectory(b, 1)[1][min(k, len(rb) - 1)], fb, {}, 1)["marker"]["color"])
+        assert f"iteration {k + 1}" in fr.layout.title.text
+    assert len(fig.data[2].x) == len(fa) and len(fig.data[3].x) == len(fb)
+    # token text is escaped: the tiny tokenizer's pieces look like tags ("<5>")
+    labels = [t for d in fig.data[:4] for t in d.text] + [h for d in fig.data[:4] for h in d.hovertext]
+    assert labels and not any("<5>" in s or "<9>" in s for s in labels)
+
+
+def test_side_by_side_missing_block_says_so(pair):
+    fig = vc.side_by_side(pair[0], pair[1], 99)
+    assert "No Jacobi iterations" in fig.layout.annotations[0].text
+    assert vc.common_blocks(*pair) == sorted({x.index for x in pair[0].blocks} & {x.index for x in pair[1].blocks})
+
+
+def test_iterations_figure_has_both_models(pair):
+    fig = vc.iterations_figure(*pair)
+    bars = [d for d in fig.data if d.type == "bar"]
+    assert [list(d.y) for d in bars] == [[c["iterations"] for c in analysis.jacobi_counts(t)] for t in pair]
+
+
+def test_training_curves_smooth_the_rows():
+    rows = [{"step": i + 1, "consistency": float(10 - i), "ar": 1.0 / (i + 1), "seconds": 2.0 * i, "tokens": 100 * i}
+            for i in range(10)]
+    fig = vc.training_curves(rows, window=4)
+    smooth = [d for d in fig.data if d.showlegend is not False and "consistency" in (d.name or "")]
+    assert len(smooth) == 1
+    assert list(smooth[0].y)[:5] == [10.0, 9.5, 9.0, 8.5, 7.5]
+    assert any(d.yaxis == "y2" for d in fig.data)
+    assert "10 steps" in fig.layout.title.text
+    assert "No training metrics" in vc.training_curves([]).layout.annotations[0].text
+
+
+def test_drift_counts_identical_positions(pair):
+    a, b = pair
+    d = vc.drift(a, a)
+    assert d["identical_share"] == 1.0 and d["common_prefix"] == len(a.output_ids)
+    d = vc.drift(a, b)
+    assert 0 <= d["identical_share"] <= 1 and d["common_prefix"] < len(a.output_ids)
+
+
+# ---- the page -----------------------------------------------------------------------------------
+def fresh() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/cllm.py").run()
+    return at
+
+
+def test_shipped_assets_are_small_and_consistent():
+    base = Trace.load(str(ASSETS / "base_jacobi.json"))
+    cllm = Trace.load(str(ASSETS / "cllm_jacobi.json"))
+    assert base.method == cllm.method == "jacobi" and base.prompt_ids == cllm.prompt_ids
+    assert base.params == cllm.params
+    assert "LoRA on" in cllm.model_id and "LoRA" not in base.model_id
+    ad = ASSETS / "adapter"
+    assert (ad / "adapter_model.safetensors").stat().st_size < 5_500_000
+    assert json.loads((ad / "adapter_config.json").read_text())["base_model_name_or_path"] == "bundled"
+    from decoding.cllm import read_metrics
+    rows = read_metrics(str(ad / "metrics.jsonl"))
+    assert rows and rows[-1]["step"] == json.loads((ad / "cllm.json").read_text())["steps"]
+    for p in ("base_jacobi.json", "cllm_jacobi.json"):
+        assert (ASSETS / p).stat().st_size < 400_000
+
+
+def test_page_opens_on_the_shipped_traces():
+    at = fresh()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(specs) == 3
+    assert len(specs[0]["frames"]) >= 2 and [f["traces"] for f in specs[0]["frames"]][0] == [0, 1]
+    assert "Training" in specs[2]["layout"]["title"]["text"]
+    assert any("shipped traces" in c.value for c in at.caption)
+    assert len(at.metric) == 3
+    sb = at.selectbox(key="cllm_block")
+    first = specs[0]["layout"]["title"]["text"]
+    sb.select(sb.options[-1]).run()
+    assert not at.exception
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"] != first
+
+
+class _ByteTokenizer:
+    chat_template = None
+    eos_token_id = None
+
+    def __call__(self, text, **_):
+        return {"input_ids": [b % 96 for b in text.encode()]}
+
+    def decode(self, ids, **_):
+        return "".join(f"<{int(t)}>" for t in ids)
+
+
+def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
+    from pages.common import ui
+
+    models = {}
+    for name, seed in (("", 0), ("my-cllm", 1)):
+        lm = tiny_lm("llama", seed)
+        lm.tokenizer = _ByteTokenizer()
+        lm.model_id = f"tiny {name or 'base'}"
+        models[name] = lm
+    monkeypatch.setattr(ui, "get_model", lambda name: models[name])
+    at = fresh()
+    at.selectbox(key="example").select("Plain text (no chat)").run()
+    at.number_input(key="max_new_tokens").set_value(20).run()
+    at.number_input(key="p_n").set_value(5).run()
+    at.text_input(key="cllm_folder").input("my-cllm").run()
+    at.button(key="cllm_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    base, cllm, source, folder = at.session_state["cllm_pair"]
+    assert source == "live run" and folder == "my-cllm"
+    assert base.model_id == "tiny base" and cllm.model_id == "tiny my-cllm"
+    assert base.params["n"] == 5 and len(base.output_ids) == 20 and base.prompt_ids == cllm.prompt_ids
+    assert any("live run" in c.value for c in at.caption)
+    # no metrics for this folder: the curves say so instead of failing
+    assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-1].proto.spec))

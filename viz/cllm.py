@@ -1,0 +1,176 @@
+"""CLLM figures: the same prompt decoded with Jacobi by the base model and by the CLLM, side by
+side (the paper's "target LLM vs consistency LLM" trajectory figure, animated in step), per-block
+iterations of both, and the CLLM's training curves from its metrics rows.
+
+Inputs are two Jacobi traces (and the metrics rows of ``decoding.cllm.read_metrics``); nothing here
+runs a model.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from decoding import analysis
+from viz.jacobi import _cells, block_records, trajectory
+from viz.style import (BLUE, GREY, JACOBI_STATES, MAX_FRAMES, ORANGE, SKY, animation_controls,
+                       base_layout, empty_figure, esc, hover_label, legend_entries, piece, token_texts)
+
+ROWS = {"base": 3, "base_fp": 2, "cllm": 1, "cllm_fp": 0}  # y of each row (top to bottom)
+NAMES = ("base", "CLLM")
+
+
+def summary_rows(base, cllm) -> list[dict]:
+    """One row per model: tokens/step, forward steps, blocks, mean iterations per block, and the
+    fast-forwarded and stationary totals (``decoding.analysis.jacobi_counts``)."""
+    out = []
+    for name, t in zip(NAMES, (base, cllm)):
+        counts = analysis.jacobi_counts(t)
+        out.append({
+            "model": name, "tokens": len(t.output_ids), "steps": t.n_steps,
+            "tokens/step": round(t.tokens_per_step, 3), "blocks": len(counts),
+            "iterations/block": round(sum(c["iterations"] for c in counts) / len(counts), 2) if counts else 0.0,
+            "fast-forwarded": sum(c["fast_forwarded"] for c in counts),
+            "stationary": sum(c["stationary"] for c in counts),
+        })
+    return out
+
+
+def common_blocks(base, cllm) -> list[int]:
+    """Block indices present in both traces."""
+    a = {b.index for b in base.blocks}
+    return sorted(a & {b.index for b in cllm.blocks})
+
+
+def _fp_cells(fp, texts, y):
+    c = _cells(fp, ["correct"] * len(fp), fp, texts, y)
+    c["marker"].update(color="#FFFFFF", line=dict(color=SKY, width=2))
+    c["textfont"]["color"] = "#000000"
+    c["hovertext"] = [f"fixed point, position {i}<br>{hover_label(piece(texts, t))} (id {t})" for i, t in enumerate(fp)]
+    return c
+
+
+def _label(recs, k: int) -> str:
+    if k >= len(recs):
+        return "done"
+    r = recs[k]
+    return f"it {k + 1}: +{r.committed}" + (" (ff)" if r.committed > 1 else "")
+
+
+def side_by_side(base, cllm, block: int = 0, page: int = 0, duration_ms: int = 800) -> go.Figure:
+    """Both trajectories of one block, animated in step: frame k shows the state each model fed at
+    its iteration k (a model that has finished shows its final state). Traces 0 and 1 are the base
+    and CLLM rows (frames update only them); 2 and 3 their fixed points; the rest legend entries."""
+    parts = []
+    for t in (base, cllm):
+        rows, states, fp = trajectory(t, block)
+        if not rows:
+            return empty_figure(f"No Jacobi iterations recorded for block {block} in the {NAMES[len(parts)]} trace.")
+        parts.append((rows, states, fp, block_records(t, block), token_texts(t)))
+    n = max(len(p[0][0]) for p in parts)
+    total = max(len(p[0]) for p in parts)
+    ks = list(range(total))[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or [0]
+
+    def row(i, k):
+        rows, states, fp, _, texts = parts[i]
+        j = min(k, len(rows) - 1)
+        return _cells(rows[j], states[j], fp, texts, ROWS["base" if i == 0 else "cllm"])
+
+    def title(k):
+        bits = []
+        for name, (rows, _, _, recs, _) in zip(NAMES, parts):
+            bits.append(f"{name} {_label(recs, k)}" if k < len(rows) - 1 else f"{name} done in {len(recs)} iterations")
+        return f"Block {block} · iteration {k + 1} · " + esc(" · ".join(bits))
+
+    fig = go.Figure()
+    for i in (0, 1):
+        fig.add_trace(go.Scatter(mode="markers+text", name=NAMES[i], showlegend=False, hoverinfo="text",
+                                 textposition="middle center", **row(i, ks[0])))
+    for i, key in ((0, "base_fp"), (1, "cllm_fp")):
+        fig.add_trace(go.Scatter(mode="markers+text", name=f"{NAMES[i]} fixed point", showlegend=False,
+                                 hoverinfo="text", textposition="middle center",
+                                 **_fp_cells(parts[i][2], parts[i][4], ROWS[key])))
+    legend_entries(fig, JACOBI_STATES.values())
+    fig.frames = [go.Frame(name=str(k), traces=[0, 1], data=[go.Scatter(**row(0, k)), go.Scatter(**row(1, k))],
+                           layout=dict(title=dict(text=title(k)))) for k in ks]
+    animation_controls(fig, [str(k) for k in ks], [str(k + 1) for k in ks], duration_ms, prefix="iteration ")
+    base_layout(fig, title(ks[0]), 470, animated=True)
+    fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(n)))
+    fig.update_yaxes(range=[-0.6, 3.6], fixedrange=True, showgrid=False, zeroline=False, tickmode="array",
+                     tickvals=[ROWS[k] for k in ROWS], ticktext=["base", "base: fixed point", "CLLM", "CLLM: fixed point"])
+    return fig
+
+
+def iterations_figure(base, cllm) -> go.Figure:
+    """Jacobi iterations per block of both models (fewer is faster; n means no speed-up)."""
+    cb, cc = analysis.jacobi_counts(base), analysis.jacobi_counts(cllm)
+    if not cb and not cc:
+        return empty_figure("No Jacobi blocks in these traces.")
+    fig = go.Figure()
+    for name, counts, colour in (("base", cb, GREY), ("CLLM", cc, ORANGE)):
+        fig.add_trace(go.Bar(x=[c["block"] for c in counts], y=[c["iterations"] for c in counts], name=f"{name}: iterations",
+                             marker_color=colour, hovertemplate=f"{name}, block %{{x}}: %{{y}} iterations<extra></extra>"))
+        fig.add_trace(go.Scatter(x=[c["block"] for c in counts], y=[c["fast_forwarded"] for c in counts], mode="markers",
+                                 name=f"{name}: fast-forwarded tokens", marker=dict(color=colour if name == "CLLM" else BLUE,
+                                                                                   size=11, symbol="diamond",
+                                                                                   line=dict(color="#333333", width=1)),
+                                 hovertemplate=f"{name}, block %{{x}}: %{{y}} fast-forwarded<extra></extra>"))
+    n = base.params.get("n")
+    base_layout(fig, f"Iterations per block (n = {n}: without any fast-forward a block takes n - 1)" if n
+                else "Iterations per block", 340)
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text="block", dtick=1)
+    fig.update_yaxes(title_text="count")
+    return fig
+
+
+def _smooth(v: list[float], k: int) -> list[float]:
+    out, acc = [], 0.0
+    for i, x in enumerate(v):
+        acc += x
+        if i >= k:
+            acc -= v[i - k]
+        out.append(acc / min(i + 1, k))
+    return out
+
+
+def training_curves(rows: list[dict], window: int = 20) -> go.Figure:
+    """Consistency, AR (and local) loss per step, raw (faint) and as a running mean of ``window``
+    steps; the AR loss on a second axis (its scale is smaller)."""
+    rows = [r for r in rows if isinstance(r.get("step"), int)]
+    if not rows:
+        return empty_figure("No training metrics for this CLLM.")
+    steps = [r["step"] for r in rows]
+    fig = go.Figure()
+    for key, colour, axis, name in (("consistency", ORANGE, "y", "global consistency (KL)"),
+                                    ("local", SKY, "y", "local consistency (KL)"),
+                                    ("ar", BLUE, "y2", "AR (cross-entropy, right axis)")):
+        if not any(key in r for r in rows):
+            continue
+        v = [float(r.get(key, 0.0)) for r in rows]
+        fig.add_trace(go.Scatter(x=steps, y=v, mode="lines", line=dict(color=colour, width=1), opacity=0.25,
+                                 yaxis=axis, showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=steps, y=_smooth(v, window), mode="lines", line=dict(color=colour, width=3),
+                                 name=f"{name}, mean of {window} steps", yaxis=axis,
+                                 hovertemplate=f"step %{{x}}<br>{name}: %{{y:.4f}}<extra></extra>"))
+    secs = rows[-1].get("seconds")
+    toks = rows[-1].get("tokens")
+    extra = f" · {secs / 60:.1f} min" if isinstance(secs, (int, float)) else ""
+    extra += f" · {toks:,} tokens fed" if isinstance(toks, int) else ""
+    base_layout(fig, f"Training: {len(rows)} steps{extra}", 360)
+    fig.update_layout(yaxis=dict(title_text="consistency loss", rangemode="tozero"),
+                      yaxis2=dict(title_text="AR loss", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+                      margin=dict(r=60))
+    fig.update_xaxes(title_text="step")
+    return fig
+
+
+def drift(base, cllm) -> dict:
+    """How far the CLLM's greedy output is from the base's on this prompt: identical tokens (same
+    position), the common prefix, and both lengths (plain numbers; no text)."""
+    a, b = base.output_ids, cllm.output_ids
+    same = sum(x == y for x, y in zip(a, b))
+    prefix = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return {"identical_share": same / max(len(a), len(b), 1), "common_prefix": prefix,
+            "base_tokens": len(a), "cllm_tokens": len(b)}
+
