@@ -473,7 +473,8 @@ def report(results: list[dict]) -> str:
     groups: dict[str, list[dict]] = {}
     for r in results:
         groups.setdefault(r.get("split") or r["category"], []).append(r)
-        groups.setdefault("ALL", []).append(r)
+    if len(groups) > 1:
+        groups["ALL"] = list(results)
     head = ("| split | prompts | Jacobi tok/step base | Jacobi tok/step CLLM | ratio | Jacobi vs AR (CLLM), median | "
             "Jacobi vs AR (base), median | identical tokens | base ppl of base answers | base ppl of CLLM answers | exact |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]

@@ -252,3 +252,18 @@ def test_adapter_with_a_missing_base_is_a_clear_error(tmp_path):
     (ad / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA"}))
     with pytest.raises(decoding.model.ModelError, match="names no base model"):
         load_model(str(ad), device="cpu")
+
+
+def test_report_table_from_hand_made_rows():
+    def row(split, bt, bs, ct, cs, same):
+        side = lambda tps, steps, sp: {"jacobi_tokens_per_step": tps, "jacobi_steps": steps, "speedup": sp, "exact": True}
+        return {"id": "x", "category": "c", "split": split, "base": side(bt, bs, 0.5), "cllm": side(ct, cs, 0.8),
+                "identical_share": same, "base_nll_base": 10.0, "n_base": 10, "base_nll_cllm": 20.0, "n_cllm": 10}
+    rows = [row("in", 1.0, 60, 2.0, 30, 0.5), row("in", 1.0, 60, 1.0, 60, 1.0), row("out", 1.2, 50, 1.2, 50, 0.2)]
+    lines = cllm.report(rows).splitlines()
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    # steps-weighted tokens/step: (2*30 + 1*60) / 90 = 1.333; base 1.0
+    assert cells[:5] == ["in", "2", "1.000", "1.333", "1.33x"]
+    assert cells[5:8] == ["0.80x", "0.50x", "75.0%"]
+    assert cells[8:] == [f"{2.718281828 ** 1.0:.2f}", f"{2.718281828 ** 2.0:.2f}", "yes"]
+    assert lines[-1].startswith("| ALL | 3 |")
