@@ -267,3 +267,19 @@ def test_report_table_from_hand_made_rows():
     assert cells[5:8] == ["0.80x", "0.50x", "75.0%"]
     assert cells[8:] == [f"{2.718281828 ** 1.0:.2f}", f"{2.718281828 ** 2.0:.2f}", "yes"]
     assert lines[-1].startswith("| ALL | 3 |")
+
+
+@pytest.mark.slow
+def test_shipped_cllm_adapter_loads_and_jacobi_stays_exact():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "assets" / "cllm" / "adapter"
+    lm = load_model(str(folder), device="cpu")
+    base = load_model(device="cpu")
+    assert "LoRA on SmolLM2" in lm.model_id
+    ids = lm.encode("Tom has 3 apples and buys 5 more. How many apples does he have?", chat=True)
+    ar = decode(lm, ids, "ar", {}, 32)
+    assert decode(lm, ids, "jacobi", {"n": 16}, 32).output_ids == ar.output_ids == generate_greedy(lm, ids, 32)
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert (lm.model(input_ids=x).logits - base.model(input_ids=x).logits).abs().max() > 1e-3  # the adapter is applied
