@@ -18,6 +18,11 @@ def fmt(v, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
 
+def count(row: dict | None, n: int | None) -> str:
+    """' (k)' when a method ran on fewer prompts than the row's AR count."""
+    return "" if row is None or row.get("prompts") == n else f" ({row.get('prompts')})"
+
+
 def main(path: str) -> None:
     rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     table = [r for r in summarize(rows) if not r["method"].endswith("/norec")]
@@ -25,20 +30,20 @@ def main(path: str) -> None:
     cats = sorted({r["category"] for r in table if r["category"] != "ALL"}) + ["ALL"]
     by = {(r["method"], r["category"]): r for r in table}
     n = {c: by.get(("ar", c), {}).get("prompts") for c in cats}
-    print("Tokens per step (compression ratio vs AR):\n")
+    print("Tokens per step (compression ratio vs AR; '(k)': that method ran on k prompts only):\n")
     print("| category | prompts | " + " | ".join(methods) + " | lookahead / pld |")
     print("|---|---:|" + "---:|" * (len(methods) + 1))
     for c in cats:
-        vals = [fmt(by.get((m, c), {}).get("tokens_per_step"), ".2f") for m in methods]
+        vals = [fmt(by.get((m, c), {}).get("tokens_per_step"), ".2f") + count(by.get((m, c)), n[c]) for m in methods]
         la, pl = by.get(("lookahead", c)), by.get(("pld", c))
         ratio = fmt(la["tokens_per_step"] / pl["tokens_per_step"], ".2f") if la and pl else "–"
         print(f"| {c} | {n[c]} | " + " | ".join(vals) + f" | {ratio} |")
     print("\nTokens per second, and speedup (median per-prompt ratio of tokens/s) vs our AR and vs `model.generate`:\n")
-    print("| method | tokens/s | vs ar | vs generate | exact (= AR output) |")
-    print("|---|---:|---:|---:|---|")
+    print("| method | prompts | tokens/s | vs ar | vs generate | exact (= AR output) |")
+    print("|---|---:|---:|---:|---:|---|")
     for m in methods:
         r = by[(m, "ALL")]
-        print(f"| {m} | {r['tokens_per_s']:.2f} | {fmt(r['vs_ar'], '.3f')} | {fmt(r['vs_generate'], '.3f')} | {'yes' if r['exact'] else 'NO'} |")
+        print(f"| {m} | {r['prompts']} | {r['tokens_per_s']:.2f} | {fmt(r['vs_ar'], '.3f')} | {fmt(r['vs_generate'], '.3f')} | {'yes' if r['exact'] else 'NO'} |")
     over = [r for r in summarize(rows) if r["category"] == "ALL" and r["record_overhead"] is not None]
     if over:
         print("\nRecording overhead (median over prompts of time with recording on / off - 1):\n")
@@ -50,7 +55,8 @@ def main(path: str) -> None:
     print("| category | " + " | ".join(m for m in methods if m != "ar") + " |")
     print("|---|" + "---:|" * (len(methods) - 1))
     for c in cats:
-        print(f"| {c} | " + " | ".join(fmt(by.get((m, c), {}).get("vs_ar"), ".2f") for m in methods if m != "ar") + " |")
+        print(f"| {c} | " + " | ".join(fmt(by.get((m, c), {}).get("vs_ar"), ".2f") + count(by.get((m, c)), n[c])
+                                      for m in methods if m != "ar") + " |")
 
 
 if __name__ == "__main__":
