@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import UsageError, _Parser, read_prompts
+from .cli import UsageError, _Parser, jsonl, read_prompts
 from .run import ConfigError, decode
 
 ITEM_KEYS = ("id", "prompt_id", "category", "block", "n_blocks", "offset", "prompt_len", "n", "seed", "chat", "model",
@@ -130,18 +130,11 @@ def read_items(path: str) -> list[dict[str, Any]]:
     if not os.path.isfile(path):
         raise UsageError(f"no data file at {path}")
     items = []
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                raise UsageError(f"{path}:{ln} is not JSON") from None
-            err = check_item(d)
-            if err:
-                raise UsageError(f"{path}:{ln} is not a CLLM item: {err}")
-            items.append(d)
+    for ln, d in jsonl(path):
+        err = check_item(d)
+        if err:
+            raise UsageError(f"{path}:{ln} is not a CLLM item: {err}")
+        items.append(d)
     if not items:
         raise UsageError(f"{path} has no items")
     return items
@@ -402,16 +395,7 @@ def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | 
 
 def read_metrics(path: str) -> list[dict]:
     """The rows of a metrics.jsonl (bad lines skipped)."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(d, dict) and isinstance(d.get("step"), int):
-                rows.append(d)
-    return rows
+    return [d for _, d in jsonl(path, strict=False) if isinstance(d, dict) and isinstance(d.get("step"), int)]
 
 
 # ---- evaluation ---------------------------------------------------------------------------------

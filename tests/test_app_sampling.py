@@ -76,25 +76,12 @@ def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
     assert any("Sampling verification" in t for t in titles)
 
 
-class _ByteTokenizer:
-    """Enough of a tokenizer for a tiny random model: one token per byte, modulo the vocabulary."""
-
-    chat_template = None
-    eos_token_id = None
-
-    def __call__(self, text, **_):
-        return {"input_ids": [b % 96 for b in text.encode()]}
-
-    def decode(self, ids, **_):
-        return "".join(f"<{int(t)}>" for t in ids)
-
-
 def test_a_sampled_run_from_the_sidebar(monkeypatch):
     from pages.common import ui
-    from tiny import tiny_lm
+    from tiny import ByteTokenizer, tiny_lm
 
     lm = tiny_lm("llama", 0)
-    lm.tokenizer = _ByteTokenizer()
+    lm.tokenizer = ByteTokenizer()
     monkeypatch.setattr(ui, "get_model", lambda name: lm)
     at = fresh()
     at.selectbox(key="example").select("Plain text (no chat)").run()
@@ -114,10 +101,10 @@ def test_a_greedy_run_streams_every_token_the_prefill_first(monkeypatch):
     import re
 
     from pages.common import ui
-    from tiny import tiny_lm
+    from tiny import ByteTokenizer, tiny_lm
 
     lm = tiny_lm("qwen2", 1)
-    lm.tokenizer = _ByteTokenizer()
+    lm.tokenizer = ByteTokenizer()
     monkeypatch.setattr(ui, "get_model", lambda name: lm)
     at = fresh()
     at.selectbox(key="example").select("Plain text (no chat)").run()

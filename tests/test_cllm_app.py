@@ -11,7 +11,7 @@ import pytest
 from decoding import analysis
 from decoding.run import decode
 from decoding.trace import Trace
-from tiny import tiny_lm
+from tiny import ByteTokenizer, tiny_lm
 from viz import cllm as vc
 from viz.jacobi import trajectory
 
@@ -138,24 +138,13 @@ def test_page_opens_on_the_shipped_traces():
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"] != first
 
 
-class _ByteTokenizer:
-    chat_template = None
-    eos_token_id = None
-
-    def __call__(self, text, **_):
-        return {"input_ids": [b % 96 for b in text.encode()]}
-
-    def decode(self, ids, **_):
-        return "".join(f"<{int(t)}>" for t in ids)
-
-
 def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
     from pages.common import ui
 
     models = {}
     for name, seed in (("", 0), ("my-cllm", 1)):
         lm = tiny_lm("llama", seed)
-        lm.tokenizer = _ByteTokenizer()
+        lm.tokenizer = ByteTokenizer()
         lm.model_id = f"tiny {name or 'base'}"
         models[name] = lm
     monkeypatch.setattr(ui, "get_model", lambda name: models[name])

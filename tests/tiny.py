@@ -17,6 +17,14 @@ class IdTokenizer:
         return "".join(f"<{int(t)}>" for t in ids)
 
 
+class ByteTokenizer(IdTokenizer):
+    """Enough of a tokenizer for the app's sidebar on a tiny model: one token per byte, modulo the
+    vocabulary of tiny_lm."""
+
+    def __call__(self, text, **_):
+        return {"input_ids": [b % 96 for b in text.encode()]}
+
+
 def tiny_lm(kind: str = "llama", seed: int = 0, vocab: int = 96, eos: int | None = None, layers: int = 2) -> LoadedModel:
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
