@@ -162,7 +162,13 @@ def interleave(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def read_rows(path: str) -> list[dict]:
-    """The rows of a `bench --out` JSONL file."""
+    """The rows of a `bench --out` JSONL file; a last line cut short (a run killed while writing)
+    is dropped from the file, so appending to it stays valid JSONL."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data and not data.endswith(b"\n"):
+        with open(path, "wb") as f:
+            f.write(data[: data.rfind(b"\n") + 1])
     return [d for _, d in jsonl(path)]
 
 

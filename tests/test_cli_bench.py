@@ -52,6 +52,15 @@ def test_resume_runs_only_what_is_missing(bench, capsys):
     assert all(r["matches_ar"] is True for r in rows[9:])
 
 
+def test_resume_drops_a_row_cut_short(bench, tmp_path):
+    code, first = bench("--per-category", "1")
+    out = tmp_path / "bench.jsonl"
+    text = out.read_text()
+    out.write_text(text + text.splitlines()[0][:40])  # killed while writing a row
+    code, rows = bench("--per-category", "1", "--resume")
+    assert code == 0 and rows == first
+
+
 def test_resume_needs_out(capsys):
     assert cli.main(["bench", "--prompts", "x.jsonl", "--resume"]) == 2
     assert "error:" in capsys.readouterr().err
