@@ -42,10 +42,7 @@ def decode_both(folder: str) -> None:
     from decoding.run import ConfigError, Run
 
     ss = st.session_state
-    errs = ui.check_inputs()
-    if errs:
-        for e in errs:
-            st.error(e)
+    if not ui.inputs_ok():
         return
     base_name = str(ss.model_name).strip()
     try:

@@ -76,20 +76,28 @@ def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
     assert any("Sampling verification" in t for t in titles)
 
 
-def test_a_sampled_run_from_the_sidebar(monkeypatch):
+def sidebar_run(monkeypatch, lm, method: str, max_new_tokens: int, temperature: float = 0.0) -> AppTest:
+    """The app with ``lm`` (a tiny model, byte tokenizer) as the sidebar's model, after Run."""
     from pages.common import ui
-    from tiny import ByteTokenizer, tiny_lm
+    from tiny import ByteTokenizer
 
-    lm = tiny_lm("llama", 0)
     lm.tokenizer = ByteTokenizer()
     monkeypatch.setattr(ui, "get_model", lambda name: lm)
     at = fresh()
     at.selectbox(key="example").select("Plain text (no chat)").run()
-    at.selectbox(key="method_label").select("Prompt lookup").run()
-    at.number_input(key="max_new_tokens").set_value(24).run()
-    at.number_input(key="s_temperature").set_value(0.8).run()
+    at.selectbox(key="method_label").select(method).run()
+    at.number_input(key="max_new_tokens").set_value(max_new_tokens).run()
+    if temperature:
+        at.number_input(key="s_temperature").set_value(temperature).run()
     at.button(key="run_button").click().run()
     assert not at.exception and not at.error
+    return at
+
+
+def test_a_sampled_run_from_the_sidebar(monkeypatch):
+    from tiny import tiny_lm
+
+    at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Prompt lookup", 24, temperature=0.8)
     t = at.session_state["traces"]["pld"]
     assert t.sampled and t.params["temperature"] == 0.8 and len(t.output_ids) == 24
     assert all(s.sampling is not None for s in t.steps)
@@ -100,18 +108,10 @@ def test_a_greedy_run_streams_every_token_the_prefill_first(monkeypatch):
     import html
     import re
 
-    from pages.common import ui
-    from tiny import ByteTokenizer, tiny_lm
+    from tiny import tiny_lm
 
     lm = tiny_lm("qwen2", 1)
-    lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: lm)
-    at = fresh()
-    at.selectbox(key="example").select("Plain text (no chat)").run()
-    at.selectbox(key="method_label").select("Lookahead").run()
-    at.number_input(key="max_new_tokens").set_value(20).run()
-    at.button(key="run_button").click().run()
-    assert not at.exception and not at.error
+    at = sidebar_run(monkeypatch, lm, "Lookahead", 20)
     t = at.session_state["traces"]["lookahead"]
     streamed = next(m.value for m in at.markdown if "prefill: the first token" in m.value)
     spans = re.findall(r'<span title="([^"]*)"[^>]*>(.*?)</span>', streamed)

@@ -199,6 +199,14 @@ def check_inputs() -> list[str]:
     return errs
 
 
+def inputs_ok() -> bool:
+    """Show each problem of the sidebar's settings as an error; True when there is none."""
+    errs = check_inputs()
+    for e in errs:
+        st.error(e)
+    return not errs
+
+
 def chunks_html(chunks: list[tuple[str, int]]) -> str:
     """Committed chunks as they landed (the first: the prefill's token): a multi-token step is one
     highlighted chunk."""
@@ -217,10 +225,7 @@ def run_methods(methods: list[str]) -> None:
     from decoding.run import ConfigError, Run
 
     ss = st.session_state
-    errs = check_inputs()
-    if errs:
-        for e in errs:
-            st.error(e)
+    if not inputs_ok():
         return
     name = str(ss.model_name).strip()
     try:
