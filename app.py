@@ -4,24 +4,24 @@
 
 This file is the frame around every page: page config, the shared sidebar (prompt, method,
 parameters, model, Run / Stop), and a run started from the sidebar, streamed at the top of the
-page. The pages (pages/*.py) only read the stored traces and draw them with viz/.
+page. The pages (app_pages/*.py) only read the stored traces and draw them with viz/.
 """
 
 import streamlit as st
 
-from pages.common import ui
+from app_pages.common import ui
 
 st.set_page_config(page_title="Parallel Decoding Lab", page_icon=":material/fast_forward:", layout="wide")
 ui.init_state()
 
 nav = st.navigation([
-    st.Page("pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
-    st.Page("pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page("pages/cllm.py", title="CLLM", icon=":material/bolt:"),
-    st.Page("pages/explain.py", title="Explain", icon=":material/insights:"),
-    st.Page("pages/lecture.py", title="Lecture", icon=":material/school:"),
-    st.Page("pages/traces.py", title="Traces", icon=":material/save:"),
+    st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
+    st.Page("app_pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("app_pages/cllm.py", title="CLLM", icon=":material/bolt:"),
+    st.Page("app_pages/explain.py", title="Explain", icon=":material/insights:"),
+    st.Page("app_pages/lecture.py", title="Lecture", icon=":material/school:"),
+    st.Page("app_pages/traces.py", title="Traces", icon=":material/save:"),
 ])
 if ui.sidebar():
     ui.run_methods([ui.selected_method()])

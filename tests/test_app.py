@@ -12,23 +12,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ["pages/jacobi.py", "pages/lookahead.py", "pages/compare.py", "pages/traces.py"]
+PAGES = ["app_pages/jacobi.py", "app_pages/lookahead.py", "app_pages/compare.py", "app_pages/traces.py"]
 TIMEOUT = 60
-
-
-@pytest.fixture(autouse=True)
-def _navigation_app(monkeypatch):
-    """AppTest resets PagesManager.uses_pages_directory before every run, so with a pages/ folder
-    next to app.py its reruns take the old pages-directory path and run the page without app.py
-    (no sidebar). A real server switches that mode off at the first st.navigation call; do the same."""
-    from streamlit.runtime import pages_manager as pm
-    init = pm.PagesManager.__init__
-
-    def patched(self, *a, **kw):
-        init(self, *a, **kw)
-        pm.PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(pm.PagesManager, "__init__", patched)
 
 
 def fresh() -> AppTest:
@@ -55,7 +40,7 @@ def test_every_page_renders_an_example_without_errors(page):
         at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    if page != "pages/traces.py":
+    if page != "app_pages/traces.py":
         assert charts(at), "the page should open on a chart of an example trace"
         assert any("example trace" in c.value for c in at.caption)
 
@@ -73,7 +58,7 @@ def test_jacobi_page_block_picker_redraws_from_session_state():
 
 def test_lookahead_page_has_animation_pool_and_mask():
     at = fresh()
-    at.switch_page("pages/lookahead.py").run()
+    at.switch_page("app_pages/lookahead.py").run()
     specs = [json.loads(c.proto.spec) for c in charts(at)]
     assert len(specs) == 3
     assert len(specs[0]["frames"]) > 10 and len(specs[1]["frames"]) == len(specs[0]["frames"])
@@ -100,7 +85,7 @@ def test_example_prompt_picker_fills_the_prompt():
 
 def test_upload_valid_bad_and_huge_traces():
     at = fresh()
-    at.switch_page("pages/traces.py").run()
+    at.switch_page("app_pages/traces.py").run()
     assert at.get("download_button")
     up = at.file_uploader(key="trace_upload")
     up.upload("junk.json", b"{not json", "application/json").run()
@@ -109,11 +94,11 @@ def test_upload_valid_bad_and_huge_traces():
 
     from tests.viz_traces import lookahead_trace
     at = fresh()
-    at.switch_page("pages/traces.py").run()
+    at.switch_page("app_pages/traces.py").run()
     at.file_uploader(key="trace_upload").upload("mine.json", lookahead_trace().to_json().encode(), "application/json").run()
     assert not at.exception and not at.error
     assert any("Loaded mine.json" in s.value for s in at.success)
-    at.switch_page("pages/lookahead.py").run()
+    at.switch_page("app_pages/lookahead.py").run()
     assert not at.exception and not at.error
     assert any("uploaded file mine.json" in c.value for c in at.caption)
 
@@ -123,7 +108,7 @@ def test_upload_wrong_schema_version():
     d = jacobi_trace().to_dict()
     d["version"] = 99
     at = fresh()
-    at.switch_page("pages/traces.py").run()
+    at.switch_page("app_pages/traces.py").run()
     at.file_uploader(key="trace_upload").upload("old.json", json.dumps(d).encode(), "application/json").run()
     assert not at.exception
     assert any("unsupported trace version" in e.value for e in at.error)
@@ -137,5 +122,5 @@ def test_unknown_model_gets_one_sentence_and_the_app_keeps_working():
     errs = [e.value for e in at.error]
     assert len(errs) == 1 and "no-such-org/no-such-model" in errs[0] and "Traceback" not in errs[0]
     assert charts(at)  # the example is still shown
-    at.switch_page("pages/lookahead.py").run()
+    at.switch_page("app_pages/lookahead.py").run()
     assert not at.exception and charts(at)

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.test_app import _navigation_app  # noqa: F401,E402  (the same st.navigation fix-up)
 from tests.test_viz_sampling import sampled_trace  # noqa: E402
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -37,7 +36,7 @@ def _params_script():
 
     import streamlit as st
 
-    from pages.common import ui
+    from app_pages.common import ui
 
     ui.init_state()
     if st.session_state.get("sample_now"):
@@ -60,17 +59,17 @@ def test_sidebar_settings_become_run_params():
 
 def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
     at = fresh()
-    at.switch_page("pages/traces.py").run()
+    at.switch_page("app_pages/traces.py").run()
     at.file_uploader(key="trace_upload").upload("sampled.json", sampled_trace().to_json().encode(), "application/json").run()
     assert not at.exception and not at.error
-    at.switch_page("pages/lookahead.py").run()
+    at.switch_page("app_pages/lookahead.py").run()
     assert not at.exception and not at.error
     specs = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
     dec = [s for s in specs.values() if "Sampling verification" in s["layout"].get("title", {}).get("text", "")]
     assert len(dec) == 1
     assert "2 of 3 candidate tokens accepted" in dec[0]["layout"]["title"]["text"]
     assert any("temperature=0.8" in c.value for c in at.caption)
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("app_pages/compare.py").run()
     assert not at.exception and not at.error
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert any("Sampling verification" in t for t in titles)
@@ -78,7 +77,7 @@ def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
 
 def sidebar_run(monkeypatch, lm, method: str, max_new_tokens: int, temperature: float = 0.0) -> AppTest:
     """The app with ``lm`` (a tiny model, byte tokenizer) as the sidebar's model, after Run."""
-    from pages.common import ui
+    from app_pages.common import ui
     from tiny import ByteTokenizer
 
     lm.tokenizer = ByteTokenizer()

@@ -18,8 +18,6 @@ from viz.jacobi import trajectory
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.test_app import _navigation_app  # noqa: F401,E402  (the same st.navigation fix-up)
-
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 ASSETS = ROOT / "assets" / "cllm"
@@ -101,7 +99,7 @@ def test_drift_counts_identical_positions(pair):
 # ---- the page -----------------------------------------------------------------------------------
 def fresh() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("pages/cllm.py").run()
+    at.switch_page("app_pages/cllm.py").run()
     return at
 
 
@@ -139,7 +137,7 @@ def test_page_opens_on_the_shipped_traces():
 
 
 def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
-    from pages.common import ui
+    from app_pages.common import ui
 
     models = {}
     for name, seed in (("", 0), ("my-cllm", 1)):

@@ -133,21 +133,13 @@ st_testing = pytest.importorskip("streamlit.testing.v1")
 
 
 @pytest.fixture
-def app(cache, monkeypatch):
-    from streamlit.runtime import pages_manager as pm
-    init = pm.PagesManager.__init__
-
-    def patched(self, *a, **kw):  # see tests/test_app.py: keep st.navigation mode across AppTest reruns
-        init(self, *a, **kw)
-        pm.PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(pm.PagesManager, "__init__", patched)
+def app(cache):
     return st_testing.AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
 
 
 def test_explain_page_opens_on_the_example_traces(app):
     at = app
-    at.switch_page("pages/explain.py").run()
+    at.switch_page("app_pages/explain.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error
     html = " ".join(m.value for m in at.markdown)
@@ -167,7 +159,7 @@ def test_explain_page_without_a_curve_offers_to_measure(tmp_path, monkeypatch, a
     monkeypatch.setenv("PDL_CACHE", str(tmp_path / "nothing"))
     monkeypatch.setattr("decoding.costs.find_curve", lambda *a, **k: None)
     at = app
-    at.switch_page("pages/explain.py").run()
+    at.switch_page("app_pages/explain.py").run()
     assert not at.exception
     assert at.button(key="explain_measure")
     assert any("No step-cost curve" in w.value for w in at.warning)
@@ -175,7 +167,7 @@ def test_explain_page_without_a_curve_offers_to_measure(tmp_path, monkeypatch, a
 
 def test_lecture_page_walks_through_all_steps(app):
     at = app
-    at.switch_page("pages/lecture.py").run()
+    at.switch_page("app_pages/lecture.py").run()
     assert not at.exception and not at.error
     n = len(lecture.lecture(Trace.load(str(ROOT / "assets" / "example_jacobi.json"))))
     seen = set()

@@ -13,7 +13,7 @@ from tests.e2e.test_browser import (OTHER_IMG, assert_healthy, goto, page, play_
 def test_cllm_page_plays_both_trajectories(page):  # noqa: F811
     pg = page
     wait_idle(pg)
-    pg.wait_for_selector('h1:has-text("Jacobi")')  # app.py has run st.navigation (before it, the nav lists files)
+    pg.wait_for_selector('h1:has-text("Jacobi")')
     goto(pg, "CLLM")
     assert pg.locator('[data-testid="stSidebar"]').get_by_text("Prompt", exact=True).count() > 0  # app.py's sidebar
     assert_healthy(pg)

@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from decoding.trace import Trace
-from pages.common import ui
+from app_pages.common import ui
 from viz import cllm as vc
 from viz import style
 

@@ -8,7 +8,7 @@ which settings should pay off here.
 import streamlit as st
 
 from decoding import costs, tune
-from pages.common import ui
+from app_pages.common import ui
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from decoding.trace import Trace
-from pages.common import ui
+from app_pages.common import ui
 from viz.style import METHOD_NAMES
 
 st.title("Traces")

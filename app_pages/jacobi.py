@@ -3,7 +3,7 @@
 import streamlit as st
 
 from decoding import analysis
-from pages.common import ui
+from app_pages.common import ui
 from viz import jacobi, style
 
 st.title("Jacobi decoding")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from pages.common import ui
+from app_pages.common import ui
 from viz import lecture
 
 st.title("Lecture")
