@@ -11,7 +11,8 @@ import streamlit as st
 
 from app_pages.common import ui
 
-st.set_page_config(page_title="Parallel Decoding Lab", page_icon=":material/fast_forward:", layout="wide")
+# the favicon is a local file: a material icon here would be fetched from fonts.gstatic.com
+st.set_page_config(page_title="Parallel Decoding Lab", page_icon=str(ui.ASSETS / "favicon.png"), layout="wide")
 ui.init_state()
 
 nav = st.navigation([

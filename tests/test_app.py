@@ -124,3 +124,13 @@ def test_unknown_model_gets_one_sentence_and_the_app_keeps_working():
     assert charts(at)  # the example is still shown
     at.switch_page("app_pages/lookahead.py").run()
     assert not at.exception and charts(at)
+
+
+def test_streamlit_config_serves_quietly():
+    """.streamlit/config.toml (read by scripts/start): no file watcher (it watched .venv and burnt a
+    core), no usage stats, and exception boxes without server paths or source lines."""
+    import tomllib
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["fileWatcherType"] == "none"
+    assert cfg["browser"]["gatherUsageStats"] is False
+    assert cfg["client"]["showErrorDetails"] in ("type", "none")

@@ -108,3 +108,38 @@ def test_deep_link_is_a_first_visit_on_a_fresh_server(fresh_server, browser):
         pg2.close()
     finally:
         pg.close()
+
+
+def test_pages_load_nothing_from_outside_localhost(fresh_server, browser):
+    """Issue 12 item 8: every request the pages make (fonts, icons, scripts) goes to this server,
+    so a lecture hall without network sees no difference."""
+    _, url = fresh_server
+    requests: list[str] = []
+    pg = new_page(browser, requests)
+    try:
+        for path in ("", "/lookahead", "/compare", "/cllm", "/explain", "/lecture", "/traces"):
+            pg.goto(url + path)
+            wait_idle(pg)
+            assert_healthy(pg, charts=path != "/traces")
+    finally:
+        pg.close()
+    outside = sorted({u for u in requests if urllib.parse.urlsplit(u).hostname not in {"127.0.0.1", "localhost"}
+                      and not u.startswith(("data:", "blob:"))})
+    assert requests and not outside, outside[:10]
+
+
+def test_idle_server_stays_idle(fresh_server, browser):
+    """Issue 12 item 7: with a visitor on the page, the idle server uses almost no CPU (the default
+    file watcher watched the repository with its .venv: inotify overflows, a core busy for minutes)."""
+    proc, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url + "/")
+        wait_idle(pg)
+        time.sleep(3)  # let the first render's work settle
+        c0, t0 = cpu_seconds(proc.pid), time.time()
+        time.sleep(10)
+        used, wall = cpu_seconds(proc.pid) - c0, time.time() - t0
+    finally:
+        pg.close()
+    assert used < 0.05 * wall, f"the idle server used {used:.2f} s of CPU in {wall:.1f} s"
