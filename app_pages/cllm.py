@@ -26,7 +26,7 @@ def shipped_pair():
 
 def metrics_of(folder: Path) -> tuple[list[dict], dict]:
     """The training metrics rows and the cllm.json of a CLLM folder (empty if absent)."""
-    from decoding.cllm import META_FILE, METRICS_FILE, read_metrics
+    from cllm import META_FILE, METRICS_FILE, read_metrics
 
     rows = read_metrics(str(folder / METRICS_FILE)) if (folder / METRICS_FILE).is_file() else []
     try:

@@ -181,7 +181,7 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
 def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float) -> LoadedModel:
     """A LoRA adapter folder (peft): load its base (``base_model_name_or_path``: "bundled", a folder
     or a cached model id) through load_model, apply the adapter and merge it into the weights, so
-    the result is a plain model every method can run (e.g. a CLLM trained by decoding.cllm)."""
+    the result is a plain model every method can run (e.g. a CLLM trained by python -m cllm)."""
     import json
 
     try:

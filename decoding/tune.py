@@ -222,7 +222,7 @@ def cli_tune(a, prompt_rows: list[dict]) -> int:
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
         if m not in GRID:
-            from .cli import UsageError
+            from .io import UsageError
 
             raise UsageError(f"tune knows {', '.join(GRID)}, not {m!r}")
     lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))

@@ -6,6 +6,7 @@ import pytest
 
 import decoding.model
 from decoding import cli
+from decoding.io import interleave
 from tiny import tiny_lm
 
 
@@ -29,7 +30,7 @@ def bench(monkeypatch, tmp_path):
 
 def test_interleave_round_robins_categories():
     rows = [{"id": str(i), "category": c} for i, c in enumerate("aaabbc")]
-    assert [r["id"] for r in cli.interleave(rows)] == ["0", "3", "5", "1", "4", "2"]
+    assert [r["id"] for r in interleave(rows)] == ["0", "3", "5", "1", "4", "2"]
 
 
 def test_bench_rows_are_exact_and_interleaved(bench):

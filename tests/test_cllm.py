@@ -10,8 +10,9 @@ import random
 import pytest
 import torch
 
+import cllm
 import decoding.model
-from decoding import cllm
+from decoding.io import UsageError
 from decoding.model import LoadedModel, load_model
 from decoding.run import decode
 from tiny import generate_greedy, tiny_lm
@@ -70,15 +71,15 @@ def test_malformed_items_are_named(items, change, msg):
 
 
 def test_read_items_errors(tmp_path, items):
-    with pytest.raises(cllm.UsageError, match="no data file"):
+    with pytest.raises(UsageError, match="no data file"):
         cllm.read_items(str(tmp_path / "nope.jsonl"))
     p = tmp_path / "d.jsonl"
     p.write_text(json.dumps(items[0]) + "\n{oops\n")
-    with pytest.raises(cllm.UsageError, match=r"d.jsonl:2 is not JSON"):
+    with pytest.raises(UsageError, match=r"d.jsonl:2 is not JSON"):
         cllm.read_items(str(p))
     bad = dict(items[0], states=[])
     p.write_text(json.dumps(items[0]) + "\n" + json.dumps(bad) + "\n")
-    with pytest.raises(cllm.UsageError, match=r"d.jsonl:2 is not a CLLM item: states"):
+    with pytest.raises(UsageError, match=r"d.jsonl:2 is not a CLLM item: states"):
         cllm.read_items(str(p))
     p.write_text("\n".join(json.dumps(d) for d in items) + "\n")
     assert [d["id"] for d in cllm.read_items(str(p))] == [d["id"] for d in items]

@@ -112,7 +112,7 @@ def test_shipped_assets_are_small_and_consistent():
     ad = ASSETS / "adapter"
     assert (ad / "adapter_model.safetensors").stat().st_size < 5_500_000
     assert json.loads((ad / "adapter_config.json").read_text())["base_model_name_or_path"] == "bundled"
-    from decoding.cllm import read_metrics
+    from cllm import read_metrics
     rows = read_metrics(str(ad / "metrics.jsonl"))
     assert rows and rows[-1]["step"] == json.loads((ad / "cllm.json").read_text())["steps"]
     for p in ("base_jacobi.json", "cllm_jacobi.json"):

@@ -2,7 +2,7 @@
 side (the paper's "target LLM vs consistency LLM" trajectory figure, animated in step), per-block
 iterations of both, and the CLLM's training curves from its metrics rows.
 
-Inputs are two Jacobi traces (and the metrics rows of ``decoding.cllm.read_metrics``); nothing here
+Inputs are two Jacobi traces (and the metrics rows of ``cllm.read_metrics``); nothing here
 runs a model.
 """
 

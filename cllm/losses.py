@@ -1,0 +1,113 @@
+"""The CLLM loss (``item_losses``) and a deterministic mean of it (``mean_losses``).
+
+With q(. | x, s)_i the model's distribution at block position i when fed prefix x and state s (it
+predicts position i + 1):
+  - global consistency: a random intermediate state s (not the fixed point); with j the first
+    position where s differs from the fixed point y*, sum over i >= j of KL(q(.|x, y*)_i, detached ||
+    q(.|x, s)_i), divided by n. Positions before j see the same inputs in s and y*, so their term is
+    0 by construction: the loss is "counted from the first wrong position on", and a state equal to
+    the fixed point has loss exactly 0;
+  - AR: cross-entropy of the fixed point's own tokens, teacher forced (the last prefix position
+    predicts y*_0, block position i predicts y*_{i+1}); the blocks of one answer cover the whole
+    greedy answer (a block's position 0 is the token after the previous block), so over a prompt's
+    items this is the AR loss on the answer. Weighted by w (10, as in the reference code);
+  - local consistency (optional, weight --local): for consecutive states s_k, s_{k+1} of the
+    trajectory, KL(q(.|x, s_{k+1}) detached || q(.|x, s_k)) from s_k's first wrong position on.
+The fixed point row, the sampled state and (with --local) the next state go through the model as one
+batch of equal-length rows.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+def first_wrong(state: list[int], fixed_point: list[int]) -> int:
+    """The first position where ``state`` differs from the fixed point (len if none)."""
+    for i, (a, b) in enumerate(zip(state, fixed_point)):
+        if a != b:
+            return i
+    return len(fixed_point)
+
+
+def block_logits(model, prefix: list[int], rows: list[list[int]]):
+    """Logits for each row fed after ``prefix`` (one batch): [rows, 1 + n, V]; index 0 is the last
+    prefix position (it predicts block position 0), index 1 + i is block position i."""
+    import torch
+
+    n = len(rows[0])
+    ids = torch.tensor([prefix + r for r in rows], device=model.device)
+    return model(input_ids=ids, logits_to_keep=n + 1, use_cache=False).logits.float()
+
+
+def kl_from(target_logits, student_logits, start: int):
+    """sum over positions >= start of KL(softmax(target) || softmax(student)) / n (0 if none)."""
+    import torch.nn.functional as F
+
+    n = target_logits.shape[0]
+    if start >= n:
+        return student_logits.sum() * 0.0
+    t = F.log_softmax(target_logits[start:], -1)
+    s = F.log_softmax(student_logits[start:], -1)
+    return (t.exp() * (t - s)).sum() / n
+
+
+def consistency_loss(model, prefix: list[int], state: list[int], fixed_point: list[int]):
+    """Global consistency loss of one state (the target: the detached fixed-point distribution)."""
+    import torch
+
+    with torch.no_grad():
+        target = block_logits(model, prefix, [fixed_point])[0, 1:]
+    student = block_logits(model, prefix, [state])[0, 1:]
+    return kl_from(target, student, first_wrong(state, fixed_point))
+
+
+def item_losses(model, item: dict, rng: random.Random, w_ar: float = 10.0, w_local: float = 0.0) -> dict[str, Any]:
+    """The losses of one item (tensors; ``total`` has the gradient): consistency, ar, local, total."""
+    import torch
+    import torch.nn.functional as F
+
+    fp, states = item["fixed_point"], item["states"]
+    cand = [k for k, s in enumerate(states) if s != fp]
+    k = rng.choice(cand) if cand else len(states) - 1
+    rows = [fp, states[k]]
+    if w_local > 0 and cand:
+        rows.append(states[min(k + 1, len(states) - 1)])
+    full = block_logits(model, item["prompt_ids"], rows)
+    logits = full[:, 1:]
+    target = logits[0].detach()
+    cons = kl_from(target, logits[1], first_wrong(states[k], fp))
+    # teacher-forced AR on the fixed point, its position 0 included (predicted from the prefix)
+    ar = F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device))
+    out = {"consistency": cons, "ar": ar}
+    total = cons + w_ar * ar
+    if len(rows) == 3:
+        local = kl_from(logits[2].detach(), logits[1], first_wrong(states[k], rows[2]))
+        out["local"] = local
+        total = total + w_local * local
+    out["total"] = total
+    return out
+
+
+def mean_losses(model, items: list[dict]) -> dict[str, float]:
+    """Deterministic losses over all items: the mean global consistency loss over every state that
+    is not the fixed point, and the mean AR loss (for before / after comparisons)."""
+    import torch
+    import torch.nn.functional as F
+
+    cons, ar, n_states = 0.0, 0.0, 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for it in items:
+            fp = it["fixed_point"]
+            rows = [fp] + [s for s in it["states"] if s != fp]
+            full = block_logits(model, it["prompt_ids"], rows)
+            logits = full[:, 1:]
+            ar += float(F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device)))
+            for k, s in enumerate(rows[1:], 1):
+                cons += float(kl_from(logits[0], logits[k], first_wrong(s, fp)))
+                n_states += 1
+    model.train(was_training)
+    return {"consistency": cons / max(1, n_states), "ar": ar / max(1, len(items))}

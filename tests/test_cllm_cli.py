@@ -1,0 +1,135 @@
+"""Smoke tests of `python -m cllm eval` and `pair` on tiny in-process models (nothing is
+downloaded): the rows and traces they write hold what the base and the CLLM really decode."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cllm
+import decoding.model
+from decoding import decode
+from decoding.trace import Trace
+from tiny import ByteTokenizer, generate_greedy, tiny_lm
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = [("0", "math", "Tom has 3 apples."), ("1", "math", "Two plus two is"), ("2", "qa", "Who wrote it?")]
+
+
+@pytest.fixture(scope="module")
+def models():
+    """Name -> model as load_model would return it: the base (None) and a "CLLM" (another seed)."""
+    out = {}
+    for name, seed in ((None, 0), ("my-cllm", 1)):
+        lm = tiny_lm("llama", seed)
+        lm.tokenizer = ByteTokenizer()
+        lm.model_id = f"tiny {name or 'base'}"
+        out[name] = lm
+    return out
+
+
+@pytest.fixture()
+def loads(monkeypatch, models):
+    """Replace load_model by the tiny models; the list of the names it was asked for."""
+    asked = []
+
+    def load(name=None, *a, **k):
+        asked.append(name)
+        return models[name]
+    monkeypatch.setattr(decoding.model, "load_model", load)
+    return asked
+
+
+@pytest.fixture()
+def prompts(tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"question_id": i, "category": c, "turns": [p]}) + "\n" for i, c, p in PROMPTS))
+    return str(q)
+
+
+def test_eval_writes_one_true_row_per_prompt(tmp_path, prompts, models, loads, capsys):
+    out = tmp_path / "eval.jsonl"
+    code = cllm.main(["eval", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "math", "--n", "6",
+                      "--max-new-tokens", "14", "--split", "smoke", "--out", str(out)])
+    assert code == 0
+    assert loads == [None, "my-cllm"]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["category"], r["split"]) for r in rows] == [("0", "math", "smoke"), ("1", "math", "smoke")]
+    base, cl = models[None], models["my-cllm"]
+    for r, (_, _, text) in zip(rows, PROMPTS):
+        ids = base.encode(text)
+        assert r["prompt_tokens"] == len(ids)
+        answers = {}
+        for name, lm in (("base", base), ("cllm", cl)):
+            side = r[name]
+            answers[name] = generate_greedy(lm, ids, 14)
+            jc = decode(lm, ids, "jacobi", {"n": 6, "seed": 0}, 14)
+            assert side["tokens"] == len(answers[name]) == 14
+            assert side["exact"] is True  # Jacobi == AR on both models
+            assert side["jacobi_steps"] == jc.n_steps and side["jacobi_tokens_per_step"] == pytest.approx(jc.tokens_per_step)
+            assert side["ar_seconds"] > 0 and side["jacobi_seconds"] > 0
+            assert side["speedup"] == pytest.approx(side["ar_seconds"] / side["jacobi_seconds"])
+        b, c = answers["base"], answers["cllm"]
+        assert b != c  # two different models: the drift fields have something to count
+        assert r["identical_share"] == pytest.approx(sum(x == y for x, y in zip(b, c)) / 14)
+        assert r["common_prefix"] == next(i for i, (x, y) in enumerate(zip(b, c)) if x != y)
+        assert (r["n_base"], r["n_cllm"]) == (14, 14)
+        assert r["base_nll_base"] == pytest.approx(cllm.answer_nll(base, ids, b)[0], rel=1e-4)
+        assert r["base_nll_cllm"] == pytest.approx(cllm.answer_nll(base, ids, c)[0], rel=1e-4)
+        assert r["base_nll_base"] < r["base_nll_cllm"]  # the base's greedy answer is its own likeliest path
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].startswith("| split | prompts |")
+    assert table.splitlines()[2].startswith("| smoke | 2 |") and table.rstrip().endswith("yes |")
+    # the summary of the written file, without running a model, is the same table
+    assert cllm.main(["eval", "--prompts", prompts, "--cllm", "my-cllm", "--results", str(out)]) == 0
+    assert capsys.readouterr().out == table
+    assert loads == [None, "my-cllm"]
+
+
+def test_pair_writes_the_two_traces_of_the_page(tmp_path, prompts, models, loads):
+    code = cllm.main(["pair", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "qa", "--n", "5",
+                      "--max-new-tokens", "12", "--seed", "2", "--out-dir", str(tmp_path)])
+    assert code == 0
+    assert loads == [None, "my-cllm"]
+    assert sorted(os.listdir(tmp_path)) == ["base_jacobi.json", "cllm_jacobi.json", "q.jsonl"]
+    text = PROMPTS[2][2]
+    ids = models[None].encode(text)
+    traces = {}
+    for name, key in (("base", None), ("cllm", "my-cllm")):
+        tr = Trace.load(str(tmp_path / f"{name}_jacobi.json"))
+        traces[name] = tr
+        assert tr.method == "jacobi" and tr.params["n"] == 5 and tr.params["seed"] == 2
+        assert tr.model_id == f"tiny {key or 'base'}" and tr.prompt_ids == ids and tr.prompt_text == text
+        assert tr.output_ids == generate_greedy(models[key], ids, 12)
+        assert tr.blocks and tr.n_steps == sum(1 for s in tr.steps if s.jacobi is not None) > 0
+    assert traces["base"].output_ids != traces["cllm"].output_ids
+
+
+def test_pair_and_eval_errors_exit_2(tmp_path, prompts, loads, capsys):
+    assert cllm.main(["pair", "--prompts", prompts, "--cllm", "x", "--out-dir", str(tmp_path / "nope")]) == 2
+    assert "no folder" in capsys.readouterr().err
+    assert cllm.main(["eval", "--prompts", prompts, "--cllm", "x", "--categories", "none"]) == 2
+    assert "no prompts selected" in capsys.readouterr().err
+    assert cllm.main(["eval", "--prompts", prompts, "--cllm", "x", "--n", "0"]) == 2
+    assert loads == []  # all refused before any model was loaded
+
+
+def test_python_dash_m_cllm_summarises_results(tmp_path):
+    side = {"jacobi_tokens_per_step": 1.5, "jacobi_steps": 10, "speedup": 1.2, "exact": True}
+    row = {"id": "a", "category": "c", "split": "s", "base": side, "cllm": dict(side, jacobi_tokens_per_step=3.0),
+           "identical_share": 1.0, "base_nll_base": 2.0, "n_base": 2, "base_nll_cllm": 2.0, "n_cllm": 2}
+    res = tmp_path / "r.jsonl"
+    res.write_text(json.dumps(row) + "\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "-m", "cllm", "eval", "--prompts", "x", "--cllm", "x", "--results", str(res)],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[2].startswith(f"| s | 1 | 1.500 | 3.000 | 2.00x | 1.20x | 1.20x | 100.0% | {math.e:.2f} |")
+    p = subprocess.run([sys.executable, "-m", "cllm", "bogus"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and "python -m cllm" not in p.stdout
