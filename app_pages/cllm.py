@@ -39,7 +39,7 @@ def metrics_of(folder: Path) -> tuple[list[dict], dict]:
 def decode_both(folder: str) -> None:
     """Decode the sidebar's prompt with Jacobi by the sidebar's model and by the CLLM in ``folder``."""
     from decoding.model import ModelError
-    from decoding.run import ConfigError, Run
+    from decoding.loop import ConfigError, Run
 
     ss = st.session_state
     if not ui.inputs_ok():
@@ -50,7 +50,7 @@ def decode_both(folder: str) -> None:
             base = ui.get_model(base_name)
             cllm = ui.get_model(folder)
         ids = base.encode(ss.prompt, chat=bool(ss.chat))
-        runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.seed)}, int(ss.max_new_tokens),
+        runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.p_seed)}, int(ss.max_new_tokens),
                     prompt_text=ss.prompt, chat=bool(ss.chat)) for lm in (base, cllm)]
     except (ModelError, ConfigError, ValueError) as e:
         st.error(f"Cannot run: {e}")

@@ -8,24 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .pool import replay
+from .methods.lookahead_pool import replay
 from .trace import Trace
+from .verify import ORIGINS
 
-# Provenance labels, in the order views list them.
-PROVENANCE = {
-    "prefill": "first token, from the prefill",
-    "step": "the model's own next token of a step (what AR would produce; under sampling: the token drawn)",
-    "jacobi": "Jacobi fast-forward: a guess that had already converged",
-    "pool": "lookahead pool n-gram harvested from the window",
-    "prompt_pool": "lookahead pool n-gram seeded from the prompt",
-    "output_pool": "lookahead pool n-gram harvested from committed output",
-    "pld": "prompt-lookup draft copied from prompt or output",
-}
-_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
-
-
-def tokens_per_step(trace: Trace) -> float:
-    return trace.tokens_per_step
+# Provenance labels (where each output token came from), in the order views list them. The
+# verifier decides them (decoding/verify.py) and each step stores them (Step.origins).
+PROVENANCE = ORIGINS
 
 
 def accepted_histogram(trace: Trace) -> dict[int, int]:
@@ -42,29 +31,11 @@ def committed_curve(trace: Trace) -> list[int]:
 
 
 def provenance(trace: Trace) -> list[str]:
-    """One label per output token (keys of PROVENANCE)."""
+    """One label per output token (keys of PROVENANCE): "prefill" for the prefill's tokens, then
+    each step's origins as its verifier decided them (accepted guesses first, the model's token last)."""
     labels = ["prefill"] * (len(trace.output_ids) - trace.step_tokens)
     for s in trace.steps:
-        if not s.tokens:
-            continue
-        extra = len(s.tokens) - 1
-        if s.sampling is not None:  # sampling: accepted candidate tokens first, the drawn token last
-            src = {"pld": "pld", "lookahead": None}.get(trace.method, "step")
-            if src is None:
-                la = s.lookahead
-                src = _ORIGIN.get(la.origins[la.chosen], "pool") if la is not None and la.chosen >= 0 else "pool"
-            labels += ([src] * extra + ["step"])[:len(s.tokens)]
-            continue
-        if trace.method == "jacobi":
-            src = "jacobi"
-        elif trace.method == "pld":
-            src = "pld"
-        elif trace.method == "lookahead":
-            la = s.lookahead
-            src = _ORIGIN.get(la.origins[la.chosen], "pool") if la is not None and la.chosen >= 0 else "pool"
-        else:
-            src = "step"
-        labels += ["step"] + [src] * extra
+        labels += s.origins
     return labels
 
 

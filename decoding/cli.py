@@ -13,9 +13,31 @@ from typing import Any
 
 from .io import Parser as _Parser
 from .io import UsageError, interleave, read_prompts, read_rows
-from .run import DEFAULT_PARAMS, MAX_NEW_TOKENS_CAP, ConfigError, Run, resolve_params
+from .loop import MAX_NEW_TOKENS_CAP, Run
+from .methods import REGISTRY, SAMPLING_METHODS, ConfigError, resolve_params
 
-METHOD_NAMES = tuple(DEFAULT_PARAMS)
+
+def method_flags() -> dict[str, tuple]:
+    """Parameter name -> (its Param, the methods that take it): one flag per name, from the registry."""
+    out: dict[str, tuple] = {}
+    for m, spec in REGISTRY.items():
+        for prm in spec.params:
+            first, methods = out.get(prm.name, (prm, ()))
+            out[prm.name] = (first, methods + (m,))
+    return out
+
+
+def add_method_args(p: argparse.ArgumentParser) -> None:
+    """The registry's method parameters as flags (unset: the method's default)."""
+    g = p.add_argument_group("method options (defaults and bounds: decoding/methods/, shown in brackets)")
+    for name, (prm, methods) in method_flags().items():
+        who = " / ".join(methods)
+        if prm.is_bool:
+            g.add_argument(prm.flag, dest=name, action="store_const", const=not prm.default, default=None,
+                           help=f"{who}: {'do not ' if prm.default else ''}{prm.help}")
+        else:
+            g.add_argument(prm.flag, dest=name, type=int, default=None, metavar=name.upper() if len(name) > 1 else name,
+                           help=f"{who}: {prm.help} [{prm.default}; {prm.lo}..{prm.hi}]")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -24,17 +46,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     p.add_argument("--chat", action="store_true", help="wrap the prompt as one user message in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=128)
-    g = p.add_argument_group("method options (defaults in decoding/run.py DEFAULT_PARAMS)")
-    g.add_argument("--n", type=int, help="jacobi: block size")
-    g.add_argument("--W", type=int, help="lookahead: window width")
-    g.add_argument("--N", type=int, help="lookahead: n-gram size")
-    g.add_argument("--G", type=int, help="lookahead: max candidates per step (and per pool key)")
-    g.add_argument("--no-seed-pool", action="store_true", help="lookahead: do not seed the pool with the prompt's n-grams")
-    g.add_argument("--no-harvest-output", action="store_true", help="lookahead: do not add committed output n-grams to the pool")
-    g.add_argument("--k", type=int, help="pld: max draft tokens")
-    g.add_argument("--max-ngram", type=int, help="pld: longest trailing n-gram to look up")
-    g.add_argument("--seed", type=int, help="jacobi / lookahead: seed of the initial guesses")
-    s = p.add_argument_group("sampling (ar, lookahead, pld; temperature 0 = greedy, the default)")
+    add_method_args(p)
+    s = p.add_argument_group(f"sampling ({', '.join(SAMPLING_METHODS)}; temperature 0 = greedy, the default)")
     s.add_argument("--temperature", type=float, default=0.0, help="> 0 samples; the output is distributed as AR sampling")
     s.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: off)")
     s.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of tokens with this much probability (1: off)")
@@ -45,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m decoding", description="Exact parallel decoding (AR, Jacobi, lookahead, prompt lookup) with traces.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     g = sub.add_parser("generate", help="decode one prompt, stream the committed chunks, optionally save the trace")
-    g.add_argument("--method", choices=METHOD_NAMES, default="lookahead")
+    g.add_argument("--method", choices=tuple(REGISTRY), default="lookahead")
     g.add_argument("--prompt", required=True)
     _add_model_args(g)
     g.add_argument("--trace", help="write the trace JSON here")
@@ -53,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="run methods over a prompts file and print a table per method and category")
     b.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
     b.add_argument("--methods", default="ar,jacobi,lookahead,pld",
-                   help="comma list of ar, jacobi, lookahead, pld and 'generate' (transformers' model.generate greedy)")
+                   help=f"comma list of {', '.join(REGISTRY)} and 'generate' (transformers' model.generate greedy)")
     _add_model_args(b)
     b.add_argument("--out", help="write one JSON line per (prompt, method) here")
     b.add_argument("--per-category", type=int, default=0, help="take the first K prompts of each category (0: all)")
@@ -83,13 +96,9 @@ def cmd_tune(a) -> int:
 
 
 def method_params(method: str, a: argparse.Namespace) -> dict[str, Any]:
-    given = {"n": a.n, "W": a.W, "N": a.N, "G": a.G, "k": a.k, "max_ngram": a.max_ngram, "seed": a.seed}
-    out = {k: v for k, v in given.items() if v is not None and k in DEFAULT_PARAMS.get(method, {})}
-    if method == "lookahead":
-        if a.no_seed_pool:
-            out["seed_pool_prompt"] = False
-        if a.no_harvest_output:
-            out["harvest_output"] = False
+    """The params a parsed command line sets for ``method`` (flags of other methods are ignored), resolved."""
+    names = {prm.name for prm in REGISTRY[method].params} if method in REGISTRY else set()
+    out = {k: getattr(a, k) for k in names if getattr(a, k, None) is not None}
     out.update(sampling_args(a))
     return resolve_params(method, out)
 
@@ -164,8 +173,8 @@ def cmd_bench(a) -> int:
     _check_max_new(a)
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
-        if m not in METHOD_NAMES + ("generate",):
-            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(METHOD_NAMES + ('generate',))})")
+        if m not in (*REGISTRY, "generate"):
+            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(REGISTRY)}, generate)")
     params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
     rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
     done, results = set(), []

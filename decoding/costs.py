@@ -183,7 +183,7 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     import torch
     from transformers import DynamicCache
 
-    from .run import Run, cache_kw
+    from .loop import Run, cache_kw
 
     ks = sorted({int(k) for k in ks} | {1})
     model = lm.model

@@ -19,8 +19,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-SCHEMA_VERSION = 1
-METHODS = ("ar", "jacobi", "lookahead", "pld")
+SCHEMA_VERSION = 2  # 2: Step.origins (version 1 traces still load: origins are derived on loading)
+READS_VERSIONS = (1, 2)
 
 
 class TraceError(ValueError):
@@ -119,6 +119,9 @@ class Step:
     lookahead: LookaheadRecord | None = None
     pld: PldRecord | None = None
     sampling: SampleRecord | None = None  # only when the run sampled (temperature > 0)
+    # where each committed token came from (decoding.verify.ORIGINS), decided by the verifier:
+    # accepted guesses first, the model's own token ("step") last
+    origins: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -296,10 +299,13 @@ def _sample_record(r: Any, w: str) -> SampleRecord:
 def _trace_from_dict(d: Any) -> Trace:
     _check(isinstance(d, dict), "a trace must be a JSON object")
     version = d.get("version")
-    _check(version == SCHEMA_VERSION, f"unsupported trace version {version!r} (this app reads version {SCHEMA_VERSION})")
+    _check(version in READS_VERSIONS, f"unsupported trace version {version!r} (this app reads versions "
+                                      f"{', '.join(map(str, READS_VERSIONS))})")
     required = {"method", "params", "model_id", "device", "dtype", "prompt_ids", "output_ids", "steps"}
     _obj(d, "trace", required)
-    _check(d["method"] in METHODS, f"unknown method {d['method']!r}")
+    from .methods import REGISTRY  # the method registry (it imports this module's records)
+
+    _check(d["method"] in REGISTRY, f"unknown method {d['method']!r}")
     _check(isinstance(d["params"], dict), "params must be an object")
     for k in ("model_id", "device", "dtype"):
         _check(isinstance(d[k], str), f"{k} must be a string")
@@ -340,6 +346,7 @@ def _trace_from_dict(d: Any) -> Trace:
             step.pld = PldRecord(**{k: p[k] for k in _names(PldRecord)})
         if s.get("sampling") is not None:
             step.sampling = _sample_record(s["sampling"], f"{w}.sampling")
+        step.origins = _origins(s, step, d["method"], w) if version >= 2 else legacy_origins(d["method"], step)
         steps.append(step)
     kw["steps"] = steps
     blocks = []
@@ -355,4 +362,38 @@ def _trace_from_dict(d: Any) -> Trace:
     committed = [t for s in steps for t in s.tokens]
     _check(kw["output_ids"][len(kw["output_ids"]) - len(committed):] == committed if committed else True,
            "the steps' tokens do not add up to output_ids")
+    kw["version"] = SCHEMA_VERSION  # upgraded on loading
     return Trace(**kw)
+
+
+def _origins(s: dict, step: Step, method: str, w: str) -> list[str]:
+    from .verify import ORIGINS
+
+    o = s.get("origins")
+    _check(isinstance(o, list) and len(o) == len(step.tokens) and all(x in ORIGINS for x in o),
+           f"{w}.origins must name one origin ({', '.join(ORIGINS)}) per token")
+    return o
+
+
+def legacy_origins(method: str, step: Step) -> list[str]:
+    """Origins of a version-1 step (which did not store them): the accepted guesses first, then
+    the model's own token, as the verifier of version 2 decides them."""
+    from .methods.lookahead import POOL_ORIGIN
+
+    src, m = "step", 0
+    la = step.lookahead
+    if step.sampling is not None:
+        m = len(step.sampling.final) - 1
+    elif step.jacobi is not None:
+        m = step.jacobi.committed - 1
+    elif step.pld is not None:
+        m = step.pld.matched
+    elif la is not None:
+        m = la.matched[la.chosen] if 0 <= la.chosen < len(la.matched) else 0
+    elif method != "ar":
+        m = len(step.tokens) - 1
+    if method == "lookahead":
+        src = POOL_ORIGIN.get(la.origins[la.chosen], "pool") if la is not None and 0 <= la.chosen < len(la.origins) else "pool"
+    elif method in ("jacobi", "pld"):
+        src = method
+    return ([src] * m + ["step"])[:len(step.tokens)]

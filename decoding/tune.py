@@ -21,31 +21,26 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from .costs import CostCurve, account, break_even
-from .run import DEFAULT_PARAMS, Run
+from .methods import REGISTRY
+from .methods.lookahead import fed_tokens as lookahead_fed
 from .trace import Trace
-
-GRID: dict[str, list[dict[str, int]]] = {
-    "jacobi": [{"n": 4}, {"n": 8}, {"n": 16}],
-    "lookahead": [{"W": 5, "N": 4, "G": 5}, {"W": 3, "N": 3, "G": 3}, {"W": 4, "N": 3, "G": 2},
-                  {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5}],
-    "pld": [{"k": 10, "max_ngram": 3}, {"k": 4, "max_ngram": 3}],
-}
-TUNED_KEYS = {"jacobi": ("n",), "lookahead": ("W", "N", "G"), "pld": ("k", "max_ngram")}
 
 
 def label(method: str, params: dict[str, Any]) -> str:
     """'lookahead W=5 N=4 G=5' (only the tuned parameters)."""
-    keys = TUNED_KEYS.get(method, ())
+    keys = REGISTRY[method].tuned if method in REGISTRY else ()
     return " ".join([method] + [f"{k}={params[k]}" for k in keys if k in params])
 
 
 def is_default(method: str, params: dict[str, Any]) -> bool:
-    d = DEFAULT_PARAMS.get(method, {})
-    return all(params.get(k) == d.get(k) for k in TUNED_KEYS.get(method, ()))
+    if method not in REGISTRY:
+        return False
+    d = REGISTRY[method].defaults
+    return all(params.get(k) == d.get(k) for k in REGISTRY[method].tuned)
 
 
 def settings_grid(methods=("jacobi", "lookahead")) -> list[tuple[str, dict]]:
-    return [(m, dict(p)) for m in methods for p in GRID.get(m, [])]
+    return [(m, dict(p)) for m in methods for p in (REGISTRY[m].grid if m in REGISTRY else ())]
 
 
 def run_grid(lm, prompts: list[dict], settings: list[tuple[str, dict]], max_new_tokens: int = 64,
@@ -54,13 +49,15 @@ def run_grid(lm, prompts: list[dict], settings: list[tuple[str, dict]], max_new_
     Returns bench-like rows (method, params, fed, seconds, forward_seconds, ...)."""
     rows = []
     todo = [("ar", {})] + [s for s in settings if s[0] != "ar"]
+    from .loop import decode
+
     total, done = len(prompts) * len(todo), 0
     for p in prompts:
         ref = None
         for method, params in todo:
             if progress:
                 progress(done / total, f"{p['id']}: {label(method, params)}")
-            tr = Run(lm, p["ids"], method, params, max_new_tokens, record=False).decode()
+            tr = decode(lm, p["ids"], method, params, max_new_tokens, record=False)
             if method == "ar":
                 ref = tr.output_ids
             rows.append({"id": p["id"], "category": p.get("category", "all"), "method": method, "params": tr.params,
@@ -120,12 +117,6 @@ def recommend(ranked: list[dict], category: str = "ALL") -> dict[str, dict]:
 
 
 # ---- what-if from one recorded trace ----------------------------------------------------------
-def lookahead_fed(W: int, N: int, candidates: int, levels: int | None = None) -> int:
-    """Tokens fed by one lookahead step: the current token, the window, the candidates."""
-    levels = N - 1 if levels is None else levels
-    return 1 + levels * W + candidates * (N - 1)
-
-
 def jacobi_step_cost(n: int, curve: CostCurve) -> float:
     """Mean step cost of a Jacobi block that commits one token per iteration (fed n, n-1, .., 1)."""
     return sum(curve.relative_cost(k) for k in range(1, n + 1)) / n
@@ -231,7 +222,9 @@ def cli_tune(a, prompt_rows: list[dict]) -> int:
         print(f"[{frac:4.0%}] {msg}", file=sys.stderr, flush=True)
 
     curve = load_or_measure(lm, progress=say, force=a.remeasure)
-    Run(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8).decode()  # warm-up
+    from .loop import decode
+
+    decode(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8)  # warm-up
     prompts = [{"id": r["id"], "category": r["category"], "ids": lm.encode(r["prompt"], chat=a.chat)} for r in prompt_rows]
     rows = run_grid(lm, prompts, settings_grid(methods), a.max_new_tokens, progress=say)
     ranked = rank(rows, curve, by_category=True) + rank(rows, curve)

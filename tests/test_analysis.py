@@ -4,8 +4,8 @@ import pytest
 
 from decoding.analysis import (accepted_histogram, committed_curve, jacobi_cell_states, jacobi_counts, pool_at,
                                provenance, provenance_shares)
-from decoding.run import decode
-from decoding.trace import JacobiBlock, JacobiRecord, Step, Trace
+from decoding.loop import decode
+from decoding.trace import JacobiBlock, JacobiRecord, Step, Trace, legacy_origins
 from tiny import tiny_lm
 
 
@@ -16,8 +16,9 @@ def jacobi_trace(fixed, iterations):
         after = before  # not used by the bookkeeping
         toks = fixed[start + 1:start + committed + 1]
         out += toks
-        steps.append(Step(i, len(before) - start, toks, 0.01, 0.01,
-                          jacobi=JacobiRecord(0, i, start, before, after, committed)))
+        step = Step(i, len(before) - start, toks, 0.01, 0.01, jacobi=JacobiRecord(0, i, start, before, after, committed))
+        step.origins = legacy_origins("jacobi", step)  # committed - 1 converged guesses, then the model's token
+        steps.append(step)
     return Trace("jacobi", {"n": len(fixed)}, "m", "cpu", "float32", [1], output_ids=out, steps=steps,
                  blocks=[JacobiBlock(0, 0, list(fixed), len(iterations))])
 
@@ -37,7 +38,8 @@ def test_fast_forward_and_stationary():
     assert rows[1] == ["committed", "new", "fast_forward", "wrong", "stationary"]
     assert rows[2] == ["committed"] * 3 + ["new", "fast_forward"]
     assert jacobi_counts(tr) == [{"block": 0, "size": 5, "iterations": 3, "fast_forwarded": 2, "stationary": 2}]
-    assert provenance(tr) == ["prefill", "step", "step", "jacobi", "step"]  # E is the last step's own token
+    # C was a converged guess, D the model's own token after it; the run ends after E (a guess)
+    assert provenance(tr) == ["prefill", "step", "jacobi", "step", "jacobi"]
 
 
 def test_right_but_changes_later_is_not_stationary():
@@ -76,7 +78,12 @@ def test_histogram_curve_and_provenance_of_lookahead():
     curve = committed_curve(tr)
     assert curve[0] == 1 and curve[-1] == 40 and len(curve) == tr.n_steps + 1
     labels = provenance(tr)
-    assert len(labels) == 40 and labels.count("step") == tr.n_steps
+    assert len(labels) == 40
+    # every step ends with the model's own token, but the last one, which max_new_tokens may cut
+    assert all(s.origins[-1] == "step" for s in tr.steps[:-1])
+    assert tr.n_steps - 1 <= labels.count("step") <= tr.n_steps
+    la = [s for s in tr.steps if len(s.tokens) > 1 and s is not tr.steps[-1]]
+    assert la and all(set(s.origins[:-1]) <= {"pool", "prompt_pool", "output_pool"} for s in la)
     assert abs(sum(provenance_shares(tr).values()) - 1) < 1e-9
 
 

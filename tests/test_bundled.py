@@ -3,7 +3,7 @@
 import pytest
 
 from decoding.model import ModelError, load_model
-from decoding.run import decode
+from decoding.loop import decode
 from tiny import generate_greedy
 
 PROMPTS = [

@@ -14,7 +14,7 @@ import cllm
 import decoding.model
 from decoding.io import UsageError
 from decoding.model import LoadedModel, load_model
-from decoding.run import decode
+from decoding.loop import decode
 from tiny import generate_greedy, tiny_lm
 
 PROMPTS = [[3 + p, 4, 5, 6 + p, 7, 8] for p in range(4)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from decoding import analysis
-from decoding.run import decode
+from decoding.loop import decode
 from decoding.trace import Trace
 from tiny import ByteTokenizer, tiny_lm
 from viz import cllm as vc

@@ -26,11 +26,12 @@ def run(method, fed, tokens, step_s, fwd_s, prefill=0.0) -> Trace:
     """A trace with one step per entry of ``fed``, committing ``tokens[i]`` tokens each."""
     t = Trace(method=method, params={}, model_id="hand", device="cpu", dtype="float32", prompt_ids=[1, 2, 3])
     out, nxt = [100], 101
+    guess = {"jacobi": "jacobi", "pld": "pld"}.get(method, "pool")  # the origin of accepted guesses
     for i, (f, n) in enumerate(zip(fed, tokens)):
         toks = list(range(nxt, nxt + n))
         nxt += n
         out += toks
-        t.steps.append(Step(i, f, toks, step_s, fwd_s))
+        t.steps.append(Step(i, f, toks, step_s, fwd_s, origins=[guess] * (n - 1) + ["step"]))
     t.output_ids = out
     t.prefill_seconds = prefill
     t.seconds = prefill + step_s * len(fed)

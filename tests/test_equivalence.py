@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from decoding.run import decode
+from decoding.loop import decode
 from tiny import generate_greedy, tiny_lm
 
 SETTINGS = [

@@ -4,8 +4,8 @@ same logits as running every branch as its own plain causal sequence."""
 import pytest
 import torch
 
-from decoding.masks import lookahead_allowed, lookahead_layout, mask_4d, why
-from decoding.run import cache_kw
+from decoding.methods.lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d, why
+from decoding.loop import cache_kw
 from tiny import tiny_lm
 
 

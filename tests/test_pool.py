@@ -2,7 +2,7 @@
 
 import pytest
 
-from decoding.pool import NGramPool, replay
+from decoding.methods.lookahead_pool import NGramPool, replay
 
 # (G, grams added in order, key asked, expected continuations oldest first)
 CASES = [

@@ -2,7 +2,8 @@
 
 import pytest
 
-from decoding.run import MAX_NEW_TOKENS_CAP, ConfigError, Run, decode, resolve_params
+from decoding.loop import MAX_NEW_TOKENS_CAP, Run, decode
+from decoding.methods import ConfigError, resolve_params
 from tiny import tiny_lm
 
 

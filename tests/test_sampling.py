@@ -14,7 +14,10 @@ from functools import lru_cache
 import pytest
 import torch
 
-from decoding.run import ConfigError, Run, Sampler, decode, resolve_params, verify_tree
+from decoding.loop import Run, decode
+from decoding.methods import ConfigError, resolve_params
+from decoding.sampling import Sampler
+from decoding.verify import verify_tree
 from decoding.trace import Trace, TraceError
 from tiny import IdTokenizer, tiny_lm
 

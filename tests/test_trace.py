@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from decoding.run import decode
+from decoding.loop import decode
 from decoding.trace import SCHEMA_VERSION, Trace, TraceError
 from tiny import tiny_lm
 

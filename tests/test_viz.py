@@ -179,7 +179,7 @@ def test_pool_rows_and_graph():
 
 
 def test_mask_figure_matches_decoding_masks_and_explains_itself():
-    from decoding import masks
+    from decoding.methods import lookahead_mask as masks
     W, N, G = 3, 3, 2
     fig = lookahead.mask_figure(W, N, G)
     hm = fig.data[0]

@@ -30,15 +30,16 @@ def sampled_trace() -> Trace:
     la = dict(window=[[1, 2]], harvested=[], origins=[], pool_ops=[])
     t.steps = [
         Step(0, 3, [11], 0.01, 0.008, lookahead=LookaheadRecord(candidates=[], matched=[], chosen=-1, **la),
-             sampling=SampleRecord([[]], [11], [0.4])),
+             sampling=SampleRecord([[]], [11], [0.4]), origins=["step"]),
         Step(1, 7, [12, 13, 14], 0.01, 0.008,
              lookahead=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[12, 13], [12, 40]],
                                        matched=[2, 1], origins=["window", "prompt"], chosen=0, pool_ops=[]),
-             sampling=SampleRecord([[[0, 12, 0.5, True]], [[0, 13, 0.3, True]], []], [12, 13, 14], [0.5, 0.3, 0.6])),
+             sampling=SampleRecord([[[0, 12, 0.5, True]], [[0, 13, 0.3, True]], []], [12, 13, 14], [0.5, 0.3, 0.6]),
+             origins=["pool", "pool", "step"]),
         Step(2, 7, [17], 0.01, 0.008,
              lookahead=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[15, 16]], matched=[0],
                                        origins=["window"], chosen=-1, pool_ops=[]),
-             sampling=SampleRecord([[[0, 15, 0.25, False]]], [17], [0.5])),
+             sampling=SampleRecord([[[0, 15, 0.25, False]]], [17], [0.5]), origins=["step"]),
     ]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.03, "max_new_tokens", 6
     return t

@@ -34,7 +34,8 @@ def jacobi_trace() -> Trace:
         JacobiRecord(0, 2, 2, [10, 11, 12, 13], [10, 11, 12, 13], 2),
     ]
     toks = [[11], [12], [13, 99]]
-    t.steps = [Step(i, 4 - i, toks[i], 0.01, 0.008, jacobi=r) for i, r in enumerate(recs)]
+    origins = [["step"], ["step"], ["jacobi", "step"]]  # 13 was a converged guess, 99 the model's own token
+    t.steps = [Step(i, 4 - i, toks[i], 0.01, 0.008, jacobi=r, origins=origins[i]) for i, r in enumerate(recs)]
     t.blocks = [JacobiBlock(0, 0, [10, 11, 12, 13], 3)]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 5
     return t
@@ -50,7 +51,8 @@ def lookahead_trace() -> Trace:
     r1 = LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[[1, 20, 30], [2, 21, 31]],
                          candidates=[[12, 13], [12, 40]], matched=[2, 1], origins=["window", "prompt"], chosen=0,
                          pool_ops=[["+", [1, 20, 30]], ["+", [2, 21, 31]]])
-    t.steps = [Step(0, 3, [11], 0.01, 0.008, lookahead=r0), Step(1, 9, [12, 13, 14], 0.012, 0.01, lookahead=r1)]
+    t.steps = [Step(0, 3, [11], 0.01, 0.008, lookahead=r0, origins=["step"]),
+               Step(1, 9, [12, 13, 14], 0.012, 0.01, lookahead=r1, origins=["pool", "pool", "step"])]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.03, "max_new_tokens", 5
     return t
 
@@ -59,6 +61,6 @@ def ar_trace() -> Trace:
     t = _base("ar", {})
     t.output_ids = [10, 11, 12, 13, 14]
     t.output_pieces = [" x", " y", " <z>", " w", "!"]
-    t.steps = [Step(i, 1, [tok], 0.01, 0.009) for i, tok in enumerate(t.output_ids[1:])]
+    t.steps = [Step(i, 1, [tok], 0.01, 0.009, origins=["step"]) for i, tok in enumerate(t.output_ids[1:])]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 5
     return t

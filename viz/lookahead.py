@@ -16,7 +16,8 @@ import math
 import networkx as nx
 import plotly.graph_objects as go
 
-from decoding import analysis, masks
+from decoding import analysis
+from decoding.methods import lookahead_mask as masks
 from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, MAX_FRAMES, ORANGE, PROVENANCE, PURPLE, SKY,
                        VERMILLION, YELLOW, animation_controls, base_layout, cell_label, empty_figure, esc,
                        hover_label, legend_entries, piece, text_colour, token_texts, visible)

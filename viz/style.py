@@ -15,6 +15,8 @@ from typing import Iterable
 
 import plotly.graph_objects as go
 
+from decoding.methods import REGISTRY
+
 # Okabe-Ito
 BLACK = "#000000"
 ORANGE = "#E69F00"
@@ -56,8 +58,9 @@ PROVENANCE: dict[str, tuple[str, str]] = {
     "pld": (VERMILLION, "prompt-lookup draft"),
 }
 
-METHOD_COLOURS: dict[str, str] = {"ar": BLACK, "jacobi": ORANGE, "lookahead": GREEN, "pld": VERMILLION}
-METHOD_NAMES: dict[str, str] = {"ar": "AR", "jacobi": "Jacobi", "lookahead": "Lookahead", "pld": "Prompt lookup"}
+# Each method's display name and colour, from the method registry (decoding/methods/)
+METHOD_COLOURS: dict[str, str] = {m: s.colour for m, s in REGISTRY.items()}
+METHOD_NAMES: dict[str, str] = {m: s.label for m, s in REGISTRY.items()}
 
 FONT = dict(family="DejaVu Sans Mono, Menlo, Consolas, monospace", size=14)
 MAX_FRAMES = 200  # frames per animated figure; longer traces are paged

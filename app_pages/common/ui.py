@@ -15,11 +15,14 @@ from pathlib import Path
 import streamlit as st
 
 from decoding.trace import Trace
+from decoding.methods import METHODS as REGISTRY_METHODS
+from decoding.methods import REGISTRY
+from decoding.methods import SAMPLING_METHODS as REGISTRY_SAMPLING
 from viz.style import GREEN, METHOD_NAMES, esc, text_colour
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
-METHODS = ("ar", "jacobi", "lookahead", "pld")
+METHODS = REGISTRY_METHODS  # every method of the registry (decoding/methods/)
 APP_MAX_NEW_TOKENS = 512  # the app's cap (the core allows more from the CLI)
 UPLOAD_CAP_MB = 20
 
@@ -65,9 +68,8 @@ def init_state() -> None:
         ss.order = list(ex)  # most recent last
     first = next(iter(EXAMPLE_PROMPTS))
     defaults = {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
-                "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64, "seed": 0,
-                "p_n": 16, "p_W": 5, "p_N": 4, "p_G": 5, "p_seed_pool_prompt": True, "p_harvest_output": True,
-                "p_k": 10, "p_max_ngram": 3,
+                "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64,
+                **{f"p_{prm.name}": prm.default for _, prm, _ in param_widgets()},
                 "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
     for k, v in defaults.items():
         ss.setdefault(k, v)
@@ -96,20 +98,10 @@ def sidebar() -> bool:
         st.markdown("### Method")
         st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
         method = selected_method()
-        with st.expander("Jacobi: block size n", expanded=method == "jacobi"):
-            st.number_input("n (tokens per block)", min_value=1, max_value=64, key="p_n")
-        with st.expander("Lookahead: W, N, G", expanded=method == "lookahead"):
-            st.number_input("W (window columns)", min_value=1, max_value=32, key="p_W")
-            st.number_input("N (n-gram size)", min_value=2, max_value=8, key="p_N")
-            st.number_input("G (max candidates)", min_value=0, max_value=32, key="p_G")
-            st.checkbox("Seed the pool with the prompt's n-grams", key="p_seed_pool_prompt")
-            st.checkbox("Harvest n-grams from the output too", key="p_harvest_output")
-        with st.expander("Prompt lookup: k, n-gram", expanded=method == "pld"):
-            st.number_input("k (max draft tokens)", min_value=1, max_value=64, key="p_k")
-            st.number_input("max n-gram to match", min_value=1, max_value=8, key="p_max_ngram")
+        method_widgets(method)
         st.number_input("Max new tokens", min_value=1, max_value=APP_MAX_NEW_TOKENS, key="max_new_tokens",
                         help=f"at most {APP_MAX_NEW_TOKENS} in the app")
-        st.number_input("Seed (Jacobi / lookahead initial guesses)", min_value=0, max_value=2**31 - 1, key="seed")
+        shared_param_widgets()
         sampling_controls(method)
         st.markdown("### Model")
         st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
@@ -121,16 +113,16 @@ def sidebar() -> bool:
     return run
 
 
-SAMPLING_METHODS = ("ar", "lookahead", "pld")
+SAMPLING_METHODS = REGISTRY_SAMPLING
 
 
 def sampling_controls(method: str) -> None:
-    """Temperature, top-k, top-p and the sampling seed; Jacobi decodes greedily only."""
+    """Temperature, top-k, top-p and the sampling seed; disabled for the greedy-only methods (Jacobi)."""
     greedy_only = method not in SAMPLING_METHODS
     with st.expander("Sampling: temperature, top-k, top-p", expanded=float(st.session_state.s_temperature) > 0):
         if greedy_only:
-            st.caption("Jacobi decodes greedily only: sampling is not an exact method for it. "
-                       "These settings apply to AR, lookahead and prompt lookup.")
+            st.caption(f"{METHOD_NAMES[method]} decodes greedily only: sampling is not an exact method for it. "
+                       f"These settings apply to {', '.join(METHOD_NAMES[m] for m in SAMPLING_METHODS)}.")
         st.number_input("Temperature (0 = greedy)", min_value=0.0, max_value=5.0, step=0.1, key="s_temperature",
                         disabled=greedy_only,
                         help="Above 0 the method samples. Lookahead and prompt lookup accept a candidate token t "
@@ -163,14 +155,51 @@ def pick(label: str, options: dict[str, object], key: str):
 
 
 def method_params(method: str) -> dict:
+    """The sidebar's settings for ``method``: exactly its registry parameters, plus sampling."""
     ss = st.session_state
-    return {
-        "ar": {},
-        "jacobi": {"n": int(ss.p_n), "seed": int(ss.seed)},
-        "lookahead": {"W": int(ss.p_W), "N": int(ss.p_N), "G": int(ss.p_G), "seed": int(ss.seed),
-                      "seed_pool_prompt": bool(ss.p_seed_pool_prompt), "harvest_output": bool(ss.p_harvest_output)},
-        "pld": {"k": int(ss.p_k), "max_ngram": int(ss.p_max_ngram)},
-    }[method] | sampling_params(method)
+    out = {}
+    for prm in REGISTRY[method].params:
+        v = ss[f"p_{prm.name}"]
+        out[prm.name] = bool(v) if prm.is_bool else int(v)
+    return out | sampling_params(method)
+
+
+def param_widgets() -> list[tuple[str, object, bool]]:
+    """(method, Param, shared) for every registry parameter, once per name; a name that several
+    methods take (seed) is one shared widget."""
+    seen: dict[str, list] = {}
+    for m, spec in REGISTRY.items():
+        for prm in spec.params:
+            seen.setdefault(prm.name, [m, prm, 0])[2] += 1
+    return [(m, prm, n > 1) for m, prm, n in seen.values()]
+
+
+def _widget(prm, label: str) -> None:
+    if prm.is_bool:
+        st.checkbox(label, key=f"p_{prm.name}", help=prm.help)
+    else:
+        st.number_input(label, min_value=prm.lo, max_value=prm.hi, key=f"p_{prm.name}",
+                        help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
+
+
+def method_widgets(method: str) -> None:
+    """One expander per method with parameters, its widgets and bounds from the registry."""
+    shared = {prm.name for _, prm, sh in param_widgets() if sh}
+    for m, spec in REGISTRY.items():
+        own = [prm for prm in spec.params if prm.name not in shared]
+        if not own:
+            continue
+        with st.expander(f"{spec.label}: {', '.join(p.name for p in own if not p.is_bool)}", expanded=method == m):
+            for prm in own:
+                _widget(prm, prm.label or prm.name)
+
+
+def shared_param_widgets() -> None:
+    """Widgets of parameters several methods take (the seed of the initial guesses)."""
+    for _, prm, sh in param_widgets():
+        if sh:
+            who = " / ".join(spec.label for spec in REGISTRY.values() if prm.name in spec.defaults)
+            _widget(prm, f"{(prm.label or prm.name).capitalize()} ({who}: {prm.help})")
 
 
 # ---- the model and runs ----------------------------------------------------------------------------
@@ -222,7 +251,7 @@ def chunks_html(chunks: list[tuple[str, int]]) -> str:
 def run_methods(methods: list[str]) -> None:
     """Decode the sidebar's prompt with each method, streaming committed chunks; store the traces."""
     from decoding.model import ModelError
-    from decoding.run import ConfigError, Run
+    from decoding.loop import ConfigError, Run
 
     ss = st.session_state
     if not inputs_ok():

@@ -1,0 +1,237 @@
+"""The decoding loop: one shape for every method.
+
+Every step of every method is:
+  1. propose  - the method (decoding/methods/) returns a Proposal: the tokens to feed after the
+                current token, their positions and mask, and its guesses as chains;
+  2. forward  - one forward pass of [current token] + proposal over the KV cache;
+  3. verify   - a shared verifier (decoding/verify.py) decides the tokens: the longest chain prefix
+                that matches the model's argmax (or, sampling, is accepted by verify_tree) and the
+                model's own token after it; it also decides each token's origin;
+  4. commit   - the tokens join the output (cut at EOS / max_new_tokens); only the KV of fed
+                tokens that are now part of the output stays in the cache;
+  5. record   - the method learns from the step (``update``) and returns its record; a Step goes
+                into the trace and to the caller.
+
+The "current token" is the last committed token; its KV is not cached yet, so every forward feeds
+it first and its argmax is always right (that is what makes every method exact under greedy).
+
+    run = Run(lm, prompt_ids, "lookahead", {"W": 5, "N": 4, "G": 5}, max_new_tokens=64)
+    for step in run:            # steps arrive as they are committed; `break` stops the run
+        print(step.tokens)
+    trace = run.trace
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from functools import lru_cache
+from typing import Any, Iterator
+
+import torch
+
+from .methods import REGISTRY, ConfigError, resolve_params
+from .sampling import Sampler
+from .trace import Step, Trace
+from .verify import Proposal, Verdict, verify_greedy, verify_sampled
+
+MAX_NEW_TOKENS_CAP = 4096
+
+
+@lru_cache(maxsize=None)
+def cache_kw(model_class: type) -> str:
+    """transformers 5.x renames forward's `past_key_values=` to `cache=`; use whichever it takes."""
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def keep_fed(cache, base: int, keep: list[int]) -> None:
+    """Keep only the fed tokens at relative indices ``keep`` (sorted) after cache position ``base``."""
+    total = cache.get_seq_length()
+    n = len(keep)
+    if keep != list(range(n)):  # not a prefix: move the kept entries down first (lookahead)
+        idx = torch.tensor(keep, device=cache.layers[0].keys.device) + base
+        for layer in cache.layers:
+            layer.keys[:, :, base:base + n] = layer.keys[:, :, idx]
+            layer.values[:, :, base:base + n] = layer.values[:, :, idx]
+    if total - base - n > 0:
+        cache.crop(-(total - base - n))
+
+
+def check_request(lm, prompt_ids: list[int], max_new_tokens: int) -> None:
+    """ConfigError (one sentence) for a prompt or length the model cannot take."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_CAP:
+        raise ConfigError(f"max_new_tokens must be an integer between 1 and {MAX_NEW_TOKENS_CAP}, got {max_new_tokens!r}")
+    if not prompt_ids:
+        raise ConfigError("the prompt is empty")
+    vocab = lm.model.get_input_embeddings().num_embeddings
+    if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in prompt_ids):
+        raise ConfigError(f"prompt ids must be integers in [0, {vocab})")
+    limit = getattr(lm.model.config, "max_position_embeddings", None)
+    if limit and len(prompt_ids) + max_new_tokens > limit:
+        raise ConfigError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens exceeds the model's context of {limit}")
+
+
+class Run:
+    """One decoding run. Iterate it to get each Step as it is committed; ``trace`` holds the record."""
+
+    def __init__(self, lm, prompt_ids: list[int], method: str, params: dict[str, Any] | None = None,
+                 max_new_tokens: int = 128, record: bool = True, prompt_text: str = "", chat: bool = False):
+        self.params = resolve_params(method, params)
+        check_request(lm, prompt_ids, max_new_tokens)
+        self.lm, self.method_name, self.spec = lm, method, REGISTRY[method]
+        self.cache_kw = cache_kw(type(lm.model))
+        self.prompt_ids = [int(t) for t in prompt_ids]
+        self.max_new_tokens, self.record = max_new_tokens, record
+        self.eos = set(lm.eos_token_ids)
+        self.device = lm.model.device
+        self.dtype = next(lm.model.parameters()).dtype
+        self.sampler = Sampler.from_params(self.params, self.device)  # None: greedy
+        self.output: list[int] = []
+        self.done = False
+        self._stopped = False
+        self._started = False
+        self.trace = Trace(method=method, params=self.params, model_id=lm.model_id, device=str(lm.device),
+                           dtype=str(lm.dtype), prompt_ids=list(self.prompt_ids), prompt_text=prompt_text,
+                           chat=chat, max_new_tokens=max_new_tokens, eos_token_ids=sorted(self.eos), recorded=record)
+
+    # state the methods read
+    @property
+    def cur(self) -> int:
+        return self.output[-1]
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output
+
+    @property
+    def past(self) -> int:
+        return len(self.prompt_ids) + len(self.output) - 1
+
+    def stop(self) -> None:
+        """End the run early (e.g. the user pressed Stop); the trace stays valid."""
+        self._stopped = True
+
+    def __iter__(self) -> Iterator[Step]:
+        if self._started:
+            raise RuntimeError("a Run can be iterated once")
+        self._started = True
+        return self._loop()
+
+    def decode(self) -> Trace:
+        for _ in self:
+            pass
+        return self.trace
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _commit(self, tokens: list[int]) -> list[int]:
+        """Append tokens, cut at the first EOS and at max_new_tokens; returns what was appended."""
+        room = self.max_new_tokens - len(self.output)
+        out = []
+        for t in tokens[:room]:
+            out.append(t)
+            if t in self.eos:
+                self.done = True
+                self.trace.stop_reason = "eos"
+                break
+        self.output += out
+        if not self.done and len(self.output) >= self.max_new_tokens:
+            self.done = True
+            self.trace.stop_reason = "max_new_tokens"
+        return out
+
+    def _prefill(self) -> None:
+        """The prompt, and the first new token from its last position."""
+        from transformers import DynamicCache
+
+        model = self.lm.model
+        self.cache = DynamicCache(config=model.config)
+        ids = torch.tensor([self.prompt_ids], device=self.device)
+        logits = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}).logits
+        first = int(logits[0, -1].argmax()) if self.sampler is None else self.sampler.draw(self.sampler.probs(logits[0, -1]))
+        self._sync()
+        self._commit([first])
+
+    def _forward(self, prop: Proposal) -> tuple[torch.Tensor, float]:
+        """Step 2: one forward of [current token] + the proposal; (logits rows, seconds)."""
+        kw: dict[str, Any] = {self.cache_kw: self.cache}
+        if prop.mask is not None:
+            kw["attention_mask"] = prop.mask
+            kw["position_ids"] = (prop.offsets + self.past).unsqueeze(0)
+        if prop.logit_rows is not None:
+            kw["logits_to_keep"] = torch.tensor(prop.logit_rows, device=self.device)
+        t = time.perf_counter()
+        logits = self.lm.model(input_ids=torch.tensor([[self.cur] + prop.tokens], device=self.device), use_cache=True, **kw).logits
+        self._sync()
+        return logits[0], time.perf_counter() - t
+
+    def _verify(self, prop: Proposal, logits: torch.Tensor) -> tuple[Verdict, list[int]]:
+        """Step 3: the tokens, from the argmax chain (greedy) or verify_tree (sampling)."""
+        argmax = logits.argmax(-1).tolist()
+        if self.sampler is None:
+            return verify_greedy(prop, argmax), argmax
+        return verify_sampled(prop, logits, self.sampler), argmax
+
+    def _step(self, method) -> Step:
+        """One step: propose, forward, verify, commit, record."""
+        t0 = time.perf_counter()
+        prop = method.propose(self)  # 1
+        past = self.past
+        logits, forward_s = self._forward(prop)  # 2
+        verdict, argmax = self._verify(prop, logits)  # 3
+        committed = self._commit(verdict.tokens)  # 4
+        keep_fed(self.cache, past, verdict.keep)
+        rec = method.update(self, prop, verdict, argmax, committed)  # 5
+        step = Step(index=len(self.trace.steps), fed=1 + len(prop.tokens), tokens=committed, seconds=0.0,
+                    forward_seconds=forward_s, origins=verdict.origins[:len(committed)])
+        if self.record:
+            if self.spec.record:
+                setattr(step, self.spec.record, rec)
+            step.sampling = verdict.sampling
+        step.seconds = time.perf_counter() - t0
+        return step
+
+    @torch.inference_mode()
+    def _loop(self) -> Iterator[Step]:
+        trace, t_start = self.trace, time.perf_counter()
+        self._prefill()
+        trace.prefill_seconds = time.perf_counter() - t_start
+        method = self.spec.cls(self, self.params)
+        for k, v in method.trace_fields().items():
+            setattr(trace, k, v)
+        paused = 0.0
+        try:
+            while not self.done and not self._stopped:
+                step = self._step(method)
+                trace.steps.append(step)
+                ty = time.perf_counter()
+                try:
+                    yield step
+                finally:  # the consumer's time (a UI drawing the step, a pause before Stop) is not decoding
+                    paused += time.perf_counter() - ty
+        finally:
+            trace.seconds = time.perf_counter() - t_start - paused
+            if not self.done:
+                trace.stop_reason = "stopped"
+            method.finish(self)
+            self._finish_trace()
+
+    def _finish_trace(self) -> None:
+        trace, lm = self.trace, self.lm
+        trace.output_ids = list(self.output)
+        trace.output_pieces = lm.pieces(self.output, self.prompt_ids) if self.record else []
+        if self.record:
+            if not trace.prompt_pieces:
+                trace.prompt_pieces = lm.pieces(self.prompt_ids)
+            known = set(self.prompt_ids) | set(self.output)
+            trace.vocab = {str(t): lm.tokenizer.decode([t]) for t in sorted(trace.record_ids() - known)}
+        self.cache = None
+
+
+def decode(lm, prompt_ids: list[int], method: str = "ar", params: dict[str, Any] | None = None,
+           max_new_tokens: int = 128, record: bool = True, **kw) -> Trace:
+    """Run to the end and return the trace."""
+    return Run(lm, prompt_ids, method, params, max_new_tokens, record, **kw).decode()

@@ -1,0 +1,86 @@
+"""The method registry: every decoding method is declared once, here, from its own file.
+
+    decoding/methods/ar.py         AR (the baseline)
+    decoding/methods/jacobi.py     Jacobi decoding (CLLM's block mode)
+    decoding/methods/lookahead.py  lookahead decoding (+ lookahead_pool.py, lookahead_mask.py)
+    decoding/methods/pld.py        prompt lookup
+
+Each file ends with a ``SPEC`` (decoding.methods.spec.MethodSpec): the class, display name, colour,
+parameters with defaults, bounds and help, whether it samples, and its tuning grid. The CLI flags,
+the sidebar widgets, parameter validation, the trace validator, the tuning grid and the figures'
+labels and colours all read ``REGISTRY``. Adding a method = one new file + one entry below.
+
+No torch here (the app's figures and the trace validator import this).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ar, jacobi, lookahead, pld
+from .spec import ConfigError, MethodSpec, Param
+
+REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC)}
+METHODS: tuple[str, ...] = tuple(REGISTRY)
+SAMPLING_METHODS: tuple[str, ...] = tuple(m for m, s in REGISTRY.items() if s.samples)
+# The `sampling` params group: accepted by the methods whose sampling is exact. temperature 0 means
+# greedy (the default); then the group is left out of the resolved params altogether.
+SAMPLING_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "sample_seed": 0}
+
+__all__ = ["REGISTRY", "METHODS", "SAMPLING_METHODS", "SAMPLING_DEFAULTS", "ConfigError", "MethodSpec", "Param",
+           "spec", "resolve_params", "label", "colour"]
+
+
+def spec(method: str) -> MethodSpec:
+    if method not in REGISTRY:
+        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[method]
+
+
+def label(method: str) -> str:
+    """Display name ('Prompt lookup'); an unknown id is shown as it is."""
+    return REGISTRY[method].label if method in REGISTRY else method
+
+
+def colour(method: str, default: str = "#0072B2") -> str:
+    return REGISTRY[method].colour if method in REGISTRY else default
+
+
+def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """Defaults filled in and every value checked; raises ConfigError with one clear sentence.
+
+    Sampling keys (SAMPLING_DEFAULTS) are taken by the sampling methods. With temperature > 0 the
+    result holds all four of them; with temperature 0 (greedy) none of them.
+    """
+    s = spec(method)
+    params = dict(params or {})
+    sampling = {k: params.pop(k) for k in list(params) if k in SAMPLING_DEFAULTS}
+    out = s.defaults
+    for k, v in params.items():
+        if k not in out:
+            raise ConfigError(f"{method} has no parameter {k!r} (it takes {', '.join(out) or 'none'})")
+        out[k] = v
+    for p in s.params:
+        p.check(method, out[p.name])
+    if sampling:
+        out.update(_resolve_sampling(s, sampling))
+    return out
+
+
+def _resolve_sampling(s: MethodSpec, given: dict[str, Any]) -> dict[str, Any]:
+    d = SAMPLING_DEFAULTS | given
+    t, k, p, seed = d["temperature"], d["top_k"], d["top_p"], d["sample_seed"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 100:
+        raise ConfigError(f"temperature must be a number between 0 (greedy) and 100, got {t!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 1_000_000:
+        raise ConfigError(f"top_k must be an integer >= 0 (0: off), got {k!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ConfigError(f"top_p must be a number in (0, 1] (1: off), got {p!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ConfigError(f"sample_seed must be a non-negative integer, got {seed!r}")
+    if t == 0:
+        return {}  # greedy: top_k / top_p / sample_seed have nothing to act on
+    if not s.samples:
+        raise ConfigError(f"{s.name} decodes greedily only (sampling is not an exact method for it); "
+                          f"use temperature 0, or sample with {', '.join(SAMPLING_METHODS)}")
+    return {"temperature": float(t), "top_k": k, "top_p": float(p), "sample_seed": seed}
