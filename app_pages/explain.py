@@ -7,7 +7,7 @@ which settings should pay off here.
 
 import streamlit as st
 
-from decoding import costs, tune
+from decoding.perf import costs, tune
 from app_pages.common import ui
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tune(a) -> int:
-    from .tune import cli_tune
+    from .perf.tune import cli_tune
 
     _check_max_new(a)
     return cli_tune(a, read_prompts(a.prompts, a.per_category, a.categories))

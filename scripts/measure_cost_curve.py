@@ -3,7 +3,7 @@
     python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5]
 
 The Explain page opens on this file when the live curve of the model/device is not cached yet,
-so it works without measuring. The curve is also written to the cache folder (decoding.costs).
+so it works without measuring. The curve is also written to the cache folder (decoding.perf.costs).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decoding.costs import DEFAULT_CONTEXT, curve_path, measure_curve  # noqa: E402
+from decoding.perf.costs import DEFAULT_CONTEXT, curve_path, measure_curve  # noqa: E402
 from decoding.model import load_model  # noqa: E402
 
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from decoding.costs import CostCurve, CurveError, account, break_even, mean_step_cost, reasons, stats
+from decoding.perf.costs import CostCurve, CurveError, account, break_even, mean_step_cost, reasons, stats
 from decoding.trace import Step, Trace
-from decoding.tune import rank, recommend, what_if
+from decoding.perf.tune import rank, recommend, what_if
 from viz_traces import jacobi_trace, lookahead_trace
 
 

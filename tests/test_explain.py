@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from decoding.costs import CostCurve, account, curve_path, find_curve
+from decoding.perf.costs import CostCurve, account, curve_path, find_curve
 from decoding.trace import Trace
 from viz import explain, lecture
 from viz_traces import ar_trace, jacobi_trace, lookahead_trace
@@ -157,7 +157,7 @@ def test_explain_page_opens_on_the_example_traces(app):
 
 def test_explain_page_without_a_curve_offers_to_measure(tmp_path, monkeypatch, app):
     monkeypatch.setenv("PDL_CACHE", str(tmp_path / "nothing"))
-    monkeypatch.setattr("decoding.costs.find_curve", lambda *a, **k: None)
+    monkeypatch.setattr("decoding.perf.costs.find_curve", lambda *a, **k: None)
     at = app
     at.switch_page("app_pages/explain.py").run()
     assert not at.exception

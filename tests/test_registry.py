@@ -104,7 +104,7 @@ def test_trace_validator_and_figures_read_the_registry():
 
 
 def test_tuning_grid_and_labels_come_from_the_registry():
-    from decoding import tune
+    from decoding.perf import tune
 
     grid = tune.settings_grid(tuple(REGISTRY))
     assert grid == [(m, dict(g)) for m, s in REGISTRY.items() for g in s.grid]

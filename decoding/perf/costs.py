@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .analysis import provenance_shares
-from .trace import Trace
+from ..analysis import provenance_shares
+from ..trace import Trace
 
 CURVE_VERSION = 1
 DEFAULT_KS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -130,7 +130,7 @@ def curve_key(model_id: str, device: str, dtype: str, threads: int) -> str:
 
 
 def curve_path(model_id: str, device: str, dtype: str, threads: int) -> Path:
-    from .model import cache_dir
+    from ..model import cache_dir
 
     return cache_dir() / "costs" / f"{curve_key(model_id, device, dtype, threads)}.json"
 
@@ -152,7 +152,7 @@ def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> t
     """A curve for this model/device/dtype without importing torch: the newest one measured into
     the cache folder (any thread count), else one of the ``shipped`` files that matches.
     Returns (curve, where it came from) or None."""
-    from .model import cache_dir
+    from ..model import cache_dir
 
     prefix = curve_key(model_id, device, dtype, 0).rsplit("__t", 1)[0] + "__t"
     found = sorted((cache_dir() / "costs").glob(f"{glob_escape(prefix)}*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -183,7 +183,7 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     import torch
     from transformers import DynamicCache
 
-    from .loop import Run, cache_kw
+    from ..loop import Run, cache_kw
 
     ks = sorted({int(k) for k in ks} | {1})
     model = lm.model

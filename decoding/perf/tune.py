@@ -1,6 +1,6 @@
 """Settings for this device: which W, N, G (lookahead) and n (Jacobi) pay off here.
 
-A setting pays off when its tokens per step beat what its steps cost (decoding.costs): on a 2-core
+A setting pays off when its tokens per step beat what its steps cost (decoding.perf.costs): on a 2-core
 CPU a step that feeds 31 tokens costs ~2.7 one-token forwards, so lookahead with W=5, N=4, G=5
 needs 2.7 tokens/step just to break even; on a GPU the same step costs ~1.
 
@@ -21,9 +21,9 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from .costs import CostCurve, account, break_even
-from .methods import REGISTRY
-from .methods.lookahead import fed_tokens as lookahead_fed
-from .trace import Trace
+from ..methods import REGISTRY
+from ..methods.lookahead import fed_tokens as lookahead_fed
+from ..trace import Trace
 
 
 def label(method: str, params: dict[str, Any]) -> str:
@@ -49,7 +49,7 @@ def run_grid(lm, prompts: list[dict], settings: list[tuple[str, dict]], max_new_
     Returns bench-like rows (method, params, fed, seconds, forward_seconds, ...)."""
     rows = []
     todo = [("ar", {})] + [s for s in settings if s[0] != "ar"]
-    from .loop import decode
+    from ..loop import decode
 
     total, done = len(prompts) * len(todo), 0
     for p in prompts:
@@ -177,7 +177,7 @@ def what_if(trace: Trace, curve: CostCurve, ar: Trace | None = None) -> list[dic
 # ---- the command line ---------------------------------------------------------------------------
 def tune_path(curve: CostCurve):
     """Where `python -m decoding tune` leaves its last ranking for the app."""
-    from .model import cache_dir
+    from ..model import cache_dir
 
     return cache_dir() / "tune" / f"{curve.key()}.json"
 
@@ -208,12 +208,12 @@ def cli_tune(a, prompt_rows: list[dict]) -> int:
     import sys
 
     from .costs import load_or_measure
-    from .model import load_model
+    from ..model import load_model
 
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
         if m not in GRID:
-            from .io import UsageError
+            from ..io import UsageError
 
             raise UsageError(f"tune knows {', '.join(GRID)}, not {m!r}")
     lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
@@ -222,7 +222,7 @@ def cli_tune(a, prompt_rows: list[dict]) -> int:
         print(f"[{frac:4.0%}] {msg}", file=sys.stderr, flush=True)
 
     curve = load_or_measure(lm, progress=say, force=a.remeasure)
-    from .loop import decode
+    from ..loop import decode
 
     decode(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8)  # warm-up
     prompts = [{"id": r["id"], "category": r["category"], "ids": lm.encode(r["prompt"], chat=a.chat)} for r in prompt_rows]
@@ -248,7 +248,7 @@ def find_tune_result(model_id: str, device: str, shipped: tuple = ()) -> tuple[d
     from pathlib import Path
 
     from .costs import curve_key
-    from .model import cache_dir
+    from ..model import cache_dir
 
     prefix = curve_key(model_id, device, "x", 0).split("__x__")[0] + "__"
     cands = sorted((cache_dir() / "tune").glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
