@@ -18,10 +18,9 @@ if t is not None:
         st.stop()
     iters = {b.index: b.iterations for b in t.blocks}
     block = ui.pick("Block", {f"block {b} · {iters.get(b, '?')} iterations": b for b in blocks}, key="jacobi_block")
-    n_frames = len(jacobi.block_records(t, block)) + 1
+    spans = style.pages(len(analysis.jacobi_iterations(t, block)) + 1)
     page = 0
-    if n_frames > style.MAX_FRAMES:
-        spans = style.pages(n_frames)
+    if len(spans) > 1:
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
     ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")

@@ -15,9 +15,9 @@ if t is not None:
     if not steps:
         st.warning("This trace has no lookahead records (recording was off).")
         st.stop()
+    spans = style.pages(len(steps))
     page = 0
-    if len(steps) > style.MAX_FRAMES:
-        spans = style.pages(len(steps))
+    if len(spans) > 1:
         page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="la_page")
     ui.chart(lookahead.step_animation, t, page, key="la_anim")
     if t.sampled:

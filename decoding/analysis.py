@@ -48,13 +48,15 @@ def provenance_shares(trace: Trace) -> dict[str, float]:
 
 # ---- Jacobi -------------------------------------------------------------------------------------
 def jacobi_iterations(trace: Trace, block: int) -> list:
-    return [s.jacobi for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
+    """The JacobiRecords of ``block``, one per iteration, in order."""
+    recs = [s.jacobi for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
+    return sorted(recs, key=lambda r: r.iteration)
 
 
-def _fixed_point(trace: Trace, block: int) -> list[int]:
+def jacobi_fixed_point(trace: Trace, block: int) -> list[int]:
     for b in trace.blocks:
         if b.index == block:
-            return b.fixed_point
+            return list(b.fixed_point)
     raise KeyError(f"no Jacobi block {block} in this trace")
 
 
@@ -67,7 +69,7 @@ def jacobi_cell_states(trace: Trace, block: int) -> list[list[str]]:
     wrong, and unchanged until committed; "correct": equal to the fixed point otherwise; "wrong".
     """
     its = jacobi_iterations(trace, block)
-    fixed = _fixed_point(trace, block)
+    fixed = jacobi_fixed_point(trace, block)
     rows = []
     for i, it in enumerate(its):
         state = it.before

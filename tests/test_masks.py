@@ -4,7 +4,8 @@ same logits as running every branch as its own plain causal sequence."""
 import pytest
 import torch
 
-from decoding.methods.lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d, why
+from decoding.methods.lookahead_mask import (BLOCKED, SEES, blocked_rule, lookahead_allowed, lookahead_layout, mask_4d,
+                                              rule, why)
 from decoding.loop import cache_kw
 from tiny import tiny_lm
 
@@ -31,8 +32,25 @@ def test_visibility_rules():
     assert allowed[c(1, 1)][c(1, 0)] and not allowed[c(1, 1)][c(0, 0)] and not allowed[c(0, 1)][c(0, 1) + 1]
     assert not any(allowed[c(0, 0)][w(l, j)] for l in range(2) for j in range(3))
     assert not any(allowed[w(l, j)][c(k, i)] for l in range(2) for j in range(3) for k in range(2) for i in range(2))
-    assert why(rows[w(1, 2)], rows[w(0, 1)]).startswith("level 0 is causal")
+    assert why(rows[w(1, 2)], rows[w(0, 1)]) == ("level0_causal", SEES["level0_causal"])
     assert why(rows[c(0, 0)], rows[w(0, 0)]) is None
+    assert rule(rows[w(1, 2)], rows[w(1, 0)]) is None and blocked_rule(rows[w(1, 2)], rows[w(1, 0)]) == "other_column"
+    assert blocked_rule(rows[c(0, 0)], rows[w(0, 0)]) == "branches"
+
+
+def test_every_pair_has_exactly_one_rule_id():
+    """Each (query, key) pair is explained by one rule id: a seeing rule exactly where the mask
+    allows attention, a blocking rule everywhere else (the heatmap colours by these ids)."""
+    rows = lookahead_layout(W=3, N=4, n_candidates=2, levels=3)
+    allowed = lookahead_allowed(rows)
+    used = set()
+    for i, q in enumerate(rows):
+        for j, k in enumerate(rows):
+            seen, blocked = rule(q, k), blocked_rule(q, k)
+            assert (seen is None) != (blocked is None)
+            assert (seen is not None) == allowed[i][j]
+            used.add(seen or blocked)
+    assert used == set(SEES) | set(BLOCKED)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])

@@ -109,13 +109,18 @@ def test_jacobi_frames_are_paged():
     from decoding.trace import JacobiRecord, Step
     for i in range(3, 253):
         t.steps.append(Step(i, 1, [], 0.0, 0.0, jacobi=JacobiRecord(0, i, 3, [10, 11, 12, 13], [10, 11, 12, 13], 0)))
-    try:
-        fig = jacobi.block_animation(t, 0, page=0)
-        fig2 = jacobi.block_animation(t, 0, page=1)
-    except Exception as e:  # the analysis may reject this artificial block; paging is what we check
-        pytest.skip(f"analysis rejects the artificial block: {e}")
+    fig = jacobi.block_animation(t, 0, page=0)
+    fig2 = jacobi.block_animation(t, 0, page=1)
     assert len(fig.frames) == style.MAX_FRAMES
     assert fig2.frames[0].name == str(style.MAX_FRAMES)
+    assert len(fig2.frames) == 254 - style.MAX_FRAMES  # 253 iterations + the final state, second page
+
+
+def test_page_items_follow_pages():
+    items = list(range(450))
+    assert [style.page_items(items, p, 200)[0] for p in (0, 1, 2)] == [0, 200, 400]
+    assert style.page_items(items, 9, 200) == items[400:]  # out of range: the nearest page
+    assert style.page_items([], 0) == [] and style.page_of(399, 200) == 1
 
 
 # ---- lookahead --------------------------------------------------------------------------------------
@@ -195,7 +200,24 @@ def test_mask_figure_matches_decoding_masks_and_explains_itself():
     assert "never see each other" in hm.text[cand][win]
     assert "sees the current token" not in hm.text[cand][win]
     assert "why:" in hm.text[labels.index("L1c2")][labels.index("L0c1")]
-    assert len(legend_names(fig)) == len(lookahead.MASK_REASONS)
+    assert len(legend_names(fig)) == len(lookahead.MASK_COLOURS)
+
+
+def test_mask_colours_come_from_rule_ids_not_sentences(monkeypatch):
+    """The heatmap's colour of a cell is its rule id's colour; rewording the sentences changes the
+    hover text only (it used to search the sentences for English substrings)."""
+    from decoding.methods import lookahead_mask as masks
+    W, N, G = 3, 4, 2
+    before = lookahead.mask_figure(W, N, G).data[0].z
+    layout = masks.lookahead_layout(W, N, G, N - 1)
+    order = list(lookahead.MASK_COLOURS)
+    for i, q in enumerate(layout):
+        for j, k in enumerate(layout):
+            assert before[i][j] == order.index(masks.rule(q, k))
+    monkeypatch.setattr(masks, "SEES", {r: f"rule number {i}" for i, r in enumerate(masks.SEES)})
+    after = lookahead.mask_figure(W, N, G).data[0]
+    assert after.z == before and "rule number" in after.text[1][0]
+    assert set(masks.SEES) | {None} == set(lookahead.MASK_COLOURS)
 
 
 # ---- compare ----------------------------------------------------------------------------------------

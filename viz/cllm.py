@@ -11,9 +11,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.jacobi import _cells, block_records, trajectory
-from viz.style import (BLUE, GREY, JACOBI_STATES, MAX_FRAMES, ORANGE, SKY, animation_controls,
-                       base_layout, empty_figure, esc, hover_label, legend_entries, piece, token_texts)
+from viz.jacobi import _cells, fixed_point_cells, trajectory
+from viz.style import (BLUE, GREY, JACOBI_STATES, ORANGE, SKY, animation_controls, base_layout, empty_figure, esc,
+                       legend_entries, page_items, token_texts)
 
 ROWS = {"base": 3, "base_fp": 2, "cllm": 1, "cllm_fp": 0}  # y of each row (top to bottom)
 NAMES = ("base", "CLLM")
@@ -41,14 +41,6 @@ def common_blocks(base, cllm) -> list[int]:
     return sorted(a & {b.index for b in cllm.blocks})
 
 
-def _fp_cells(fp, texts, y):
-    c = _cells(fp, ["correct"] * len(fp), fp, texts, y)
-    c["marker"].update(color="#FFFFFF", line=dict(color=SKY, width=2))
-    c["textfont"]["color"] = "#000000"
-    c["hovertext"] = [f"fixed point, position {i}<br>{hover_label(piece(texts, t))} (id {t})" for i, t in enumerate(fp)]
-    return c
-
-
 def _label(recs, k: int) -> str:
     if k >= len(recs):
         return "done"
@@ -65,10 +57,10 @@ def side_by_side(base, cllm, block: int = 0, page: int = 0, duration_ms: int = 8
         rows, states, fp = trajectory(t, block)
         if not rows:
             return empty_figure(f"No Jacobi iterations recorded for block {block} in the {NAMES[len(parts)]} trace.")
-        parts.append((rows, states, fp, block_records(t, block), token_texts(t)))
+        parts.append((rows, states, fp, analysis.jacobi_iterations(t, block), token_texts(t)))
     n = max(len(p[0][0]) for p in parts)
     total = max(len(p[0]) for p in parts)
-    ks = list(range(total))[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or [0]
+    ks = page_items(list(range(total)), page)
 
     def row(i, k):
         rows, states, fp, _, texts = parts[i]
@@ -88,7 +80,7 @@ def side_by_side(base, cllm, block: int = 0, page: int = 0, duration_ms: int = 8
     for i, key in ((0, "base_fp"), (1, "cllm_fp")):
         fig.add_trace(go.Scatter(mode="markers+text", name=f"{NAMES[i]} fixed point", showlegend=False,
                                  hoverinfo="text", textposition="middle center",
-                                 **_fp_cells(parts[i][2], parts[i][4], ROWS[key])))
+                                 **fixed_point_cells(parts[i][2], parts[i][4], ROWS[key])))
     legend_entries(fig, JACOBI_STATES.values())
     fig.frames = [go.Frame(name=str(k), traces=[0, 1], data=[go.Scatter(**row(0, k)), go.Scatter(**row(1, k))],
                            layout=dict(title=dict(text=title(k)))) for k in ks]

@@ -10,8 +10,8 @@ from typing import Mapping
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.style import (BLACK, BLUE, METHOD_COLOURS, PURPLE, SKY, YELLOW, METHOD_NAMES, PROVENANCE, base_layout, empty_figure, esc,
-                       legend_entries, text_colour, visible)
+from viz.style import (BLACK, BLUE, METHOD_COLOURS, METHOD_NAMES, PROVENANCE, PURPLE, SKY, YELLOW, base_layout,
+                       empty_figure, esc, text_colour)
 
 
 def _colour(trace, i: int) -> str:
@@ -128,7 +128,3 @@ def provenance_legend_html(sources: list[str] | None = None) -> str:
     items = [f'<span style="background:{PROVENANCE[k][0]};color:{text_colour(PROVENANCE[k][0])};padding:1px 6px;'
              f'margin-right:6px;border-radius:3px;font-size:13px">{esc(PROVENANCE[k][1])}</span>' for k in keys if k in PROVENANCE]
     return "<div>" + "".join(items) + "</div>"
-
-
-def visible_text(trace) -> str:
-    return visible(trace.text)

@@ -11,35 +11,21 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.style import (BLUE, FONT, GREEN, JACOBI_STATES, MAX_FRAMES, ORANGE, SKY, VERMILLION, animation_controls,
-                       base_layout,
-                       cell_label, empty_figure, esc, hover_label, legend_entries, piece, text_colour,
+from viz.style import (BLUE, FONT, GREEN, JACOBI_STATES, ORANGE, SKY, VERMILLION, animation_controls, base_layout,
+                       cell_label, empty_figure, esc, hover_label, legend_entries, page_items, piece, text_colour,
                        token_texts)
 
 CELL = 46  # marker size in px
-
-
-def block_records(trace, block: int):
-    """The JacobiRecords of one block, in iteration order."""
-    recs = [s.jacobi for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
-    return sorted(recs, key=lambda r: r.iteration)
-
-
-def _fixed_point(trace, block: int, recs) -> list[int]:
-    for b in trace.blocks:
-        if b.index == block:
-            return list(b.fixed_point)
-    return list(recs[-1].after) if recs else []
 
 
 def trajectory(trace, block: int) -> tuple[list[list[int]], list[list[str]], list[int]]:
     """Rows of (tokens, states) for one block: the state each iteration fed, coloured by
     ``decoding.analysis.jacobi_cell_states`` (which positions that iteration commits, which are
     right, wrong or stationary), then the final state with its committed prefix."""
-    recs = block_records(trace, block)
+    recs = analysis.jacobi_iterations(trace, block)
     if not recs:
         return [], [], []
-    fp = _fixed_point(trace, block, recs)
+    fp = analysis.jacobi_fixed_point(trace, block)
     rows = [list(r.before) for r in recs]
     states = [list(st) for st in analysis.jacobi_cell_states(trace, block)]
     last = recs[-1]
@@ -76,6 +62,19 @@ def _cells(tokens, states, fp, texts, y):
     )
 
 
+def _no_block(block: int) -> go.Figure:
+    return empty_figure(f"No Jacobi iterations recorded for block {block}.")
+
+
+def fixed_point_cells(fp, texts, y):
+    """The fixed point as a reference row of white cells with a sky outline."""
+    c = _cells(fp, ["correct"] * len(fp), fp, texts, y)
+    c["marker"].update(color="#FFFFFF", line=dict(color=SKY, width=2))
+    c["textfont"]["color"] = "#000000"
+    c["hovertext"] = [f"fixed point, position {i}<br>{hover_label(piece(texts, t))} (id {t})" for i, t in enumerate(fp)]
+    return c
+
+
 def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800) -> go.Figure:
     """Animated trajectory of one Jacobi block (Play / Pause / slider over iterations).
 
@@ -85,23 +84,16 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
     """
     rows, states, fp = trajectory(trace, block)
     if not rows:
-        return empty_figure(f"No Jacobi iterations recorded for block {block}.")
-    recs = block_records(trace, block)
-    texts = token_texts(trace)
-    n = len(rows[0])
-    start = page * MAX_FRAMES
-    ks = list(range(len(rows)))[start:start + MAX_FRAMES] or [0]
+        return _no_block(block)
+    recs, texts, n = analysis.jacobi_iterations(trace, block), token_texts(trace), len(rows[0])
+    ks = page_items(list(range(len(rows))), page)
 
     fig = go.Figure()
     first = _cells(rows[ks[0]], states[ks[0]], fp, texts, 1)
     fig.add_trace(go.Scatter(mode="markers+text", name="block", showlegend=False, hoverinfo="text",
                              textposition="middle center", **first))
-    fp_cells = _cells(fp, ["correct"] * len(fp), fp, texts, 0)
-    fp_cells["marker"].update(color="#FFFFFF", line=dict(color=SKY, width=2))
-    fp_cells["textfont"]["color"] = "#000000"
-    fp_cells["hovertext"] = [f"fixed point, position {i}<br>{hover_label(piece(texts, t))} (id {t})" for i, t in enumerate(fp)]
     fig.add_trace(go.Scatter(mode="markers+text", name="fixed point", showlegend=False, hoverinfo="text",
-                             textposition="middle center", **fp_cells))
+                             textposition="middle center", **fixed_point_cells(fp, texts, 0)))
     legend_entries(fig, JACOBI_STATES.values())
 
     frames = []
@@ -132,10 +124,8 @@ def block_figure(trace, block: int = 0) -> go.Figure:
     cells, row by row."""
     rows, states, fp = trajectory(trace, block)
     if not rows:
-        return empty_figure(f"No Jacobi iterations recorded for block {block}.")
-    recs = block_records(trace, block)
-    texts = token_texts(trace)
-    n = len(rows[0])
+        return _no_block(block)
+    recs, texts, n = analysis.jacobi_iterations(trace, block), token_texts(trace), len(rows[0])
     xs, ys, colours, text, tcol, hover = [], [], [], [], [], []
     for k, (toks, st) in enumerate(zip(rows, states)):
         c = _cells(toks, st, fp, texts, k)

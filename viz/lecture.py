@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from viz import jacobi, lookahead
-from viz.style import esc, freeze, highlight_boxes, piece, projector, token_texts, visible
+from viz.style import esc, freeze, highlight_boxes, page_of, piece, projector, token_texts, visible
 
 _MD = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "#": "&#35;", "~": "&#126;",
        "$": "&#36;", "\\": "&#92;", "|": "&#124;"}
@@ -47,32 +47,9 @@ def pick_block(trace) -> int:
     return max(counts, key=lambda c: (c["fast_forwarded"] + c["stationary"], -c["block"]))["block"]
 
 
-def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list[LectureStep]:
-    block = pick_block(trace) if block is None else block
-    recs = jacobi.block_records(trace, block)
-    if not recs:
-        return []
-    texts = token_texts(trace)
-    rows, states, fp = jacobi.trajectory(trace, block)
-    n = len(recs[0].before)
-    first = recs[0]
-    guesses = "".join(piece(texts, t) for t in first.before[1:])
-    steps = [
-        LectureStep(
-            "Guess a whole block at once",
-            f"Jacobi decoding does not wait for one token at a time: the model guesses <b>{n - 1} tokens at once</b>. "
-            f"The block starts from {tok(piece(texts, first.before[0]))}, the token the model already knows; the "
-            f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong (red).",
-            "jacobi", "0", [(1, n - 1, 1, 1)], f"{n - 1} guesses"),
-        LectureStep(
-            "One forward pass over the whole block",
-            f"One forward pass reads all {n} positions (causal mask) and predicts the next token at each. Every "
-            f"guess is replaced by the prediction at the position before it. The prediction after the committed "
-            f"prefix is always right: it is exactly the token AR would produce next"
-            f"{' (' + tok(piece(texts, fp[1])) + ')' if len(fp) > 1 else ''}, so every iteration commits at least one "
-            f"token (blue).",
-            "jacobi", "0", [(first.start, first.start + first.committed - 1, 1, 1)], "committed now"),
-    ]
+def _jacobi_notable(recs, rows, states, texts, max_steps: int) -> list[LectureStep]:
+    """The iterations worth a slide: fast-forwards, first sightings of stationary tokens, and one plain
+    iteration (one token, like AR) first if there is room."""
     notable, seen_stationary = [], set()
     for k, r in enumerate(recs):
         row = states[k]
@@ -105,6 +82,36 @@ def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list
             f"Most iterations commit only their first token ({tok(piece(texts, rows[k][r.start]))}): the guesses "
             f"after it are still wrong ({wrong} red cells) because each one depends on the wrong token before it.",
             "jacobi", str(k), [(r.start, r.start, 1, 1)], "committed now"))
+    return notable
+
+
+def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list[LectureStep]:
+    block = pick_block(trace) if block is None else block
+    recs = analysis.jacobi_iterations(trace, block)
+    if not recs:
+        return []
+    texts = token_texts(trace)
+    rows, states, fp = jacobi.trajectory(trace, block)
+    n = len(recs[0].before)
+    first = recs[0]
+    guesses = "".join(piece(texts, t) for t in first.before[1:])
+    steps = [
+        LectureStep(
+            "Guess a whole block at once",
+            f"Jacobi decoding does not wait for one token at a time: the model guesses <b>{n - 1} tokens at once</b>. "
+            f"The block starts from {tok(piece(texts, first.before[0]))}, the token the model already knows; the "
+            f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong (red).",
+            "jacobi", "0", [(1, n - 1, 1, 1)], f"{n - 1} guesses"),
+        LectureStep(
+            "One forward pass over the whole block",
+            f"One forward pass reads all {n} positions (causal mask) and predicts the next token at each. Every "
+            f"guess is replaced by the prediction at the position before it. The prediction after the committed "
+            f"prefix is always right: it is exactly the token AR would produce next"
+            f"{' (' + tok(piece(texts, fp[1])) + ')' if len(fp) > 1 else ''}, so every iteration commits at least one "
+            f"token (blue).",
+            "jacobi", "0", [(first.start, first.start + first.committed - 1, 1, 1)], "committed now"),
+    ]
+    notable = _jacobi_notable(recs, rows, states, texts, max_steps)
     steps += notable[: max_steps - 3]
     for s in steps:
         s.block = block
@@ -130,95 +137,111 @@ def harvested_at(trace, step_index: int, gram: list[int]) -> int | None:
     return None
 
 
-def _grid(trace) -> "lookahead._Grid":
-    idx = lookahead.lookahead_steps(trace)
-    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
-    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in idx[: lookahead.MAX_FRAMES]])
-    return lookahead._Grid(W, N, G)
+@dataclass
+class _LookaheadCtx:
+    trace: object
+    idx: list[int]  # the steps with a lookahead record
+    texts: dict[int, str]
+    grid: "lookahead._Grid"
+    before: list[int]  # output tokens committed before each step
+
+    def cur(self, si: int) -> int:
+        return self.trace.output_ids[self.before[si] - 1]
+
+    def rec(self, si: int):
+        return self.trace.steps[si].lookahead
 
 
-def lookahead_lecture(trace) -> list[LectureStep]:
-    idx = lookahead.lookahead_steps(trace)
-    if not idx:
-        return []
-    texts = token_texts(trace)
-    g = _grid(trace)
-    W, N, G = g.W, g.N, int(trace.params.get("G", 0))
-    before = lookahead.committed_before(trace)
-    cur = lambda si: trace.output_ids[before[si] - 1]
-    window_box = (1, W, g.level(N - 2), g.level(0))
-    s0 = idx[0]
+def _window_and_pool(c: _LookaheadCtx) -> list[LectureStep]:
+    g, texts, s0 = c.grid, c.texts, c.idx[0]
+    W, N = g.W, g.N
     steps = [LectureStep(
         "A 2D window of guesses",
-        f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, cur(s0)))}) and a "
+        f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, c.cur(s0)))}) and a "
         f"<b>window</b> of {W} columns × {N - 1} levels of guesses. Level 0 starts as tokens from the prompt; the "
         f"upper levels fill during the first {N - 2} step{'s' if N != 3 else ''}: each level is the model's "
         f"prediction one position further on.",
-        "lookahead", str(s0), [(1, W, g.level(len(trace.steps[s0].lookahead.window) - 1), g.level(0))], "window")]
-    if trace.pool_seed:
+        "lookahead", str(s0), [(1, W, g.level(len(c.rec(s0).window) - 1), g.level(0))], "window")]
+    if c.trace.pool_seed:
         steps.append(LectureStep(
             "The pool starts with the prompt's n-grams",
-            f"Before the first step the <b>n-gram pool</b> already holds the prompt's {len(trace.pool_seed)} "
+            f"Before the first step the <b>n-gram pool</b> already holds the prompt's {len(c.trace.pool_seed)} "
             f"{N}-grams, keyed by their first token: text the answer is likely to repeat.",
             "lookahead", str(s0), [], ""))
-    harvest = next((i for i in idx if trace.steps[i].lookahead.harvested), None)
+    harvest = next((i for i in c.idx if c.rec(i).harvested), None)
     if harvest is not None:
-        la = trace.steps[harvest].lookahead
-        gram = la.harvested[0]
+        gram = c.rec(harvest).harvested[0]
         steps.append(LectureStep(
             f"Step {harvest}: harvest one n-gram per column",
             f"Once the window is full, each of its {W} columns plus the top level's prediction (the 'next level' row) "
             f"is a {N}-gram, for example {tok(''.join(piece(texts, t) for t in gram))}. All {W} go into the pool "
             f"(outlined columns), then the window slides up one level.",
             "lookahead", str(harvest), [(1, W, g.next, g.level(0))], f"{W} n-grams harvested"))
-    cand = next((i for i in idx if trace.steps[i].lookahead.candidates), None)
+    cand = next((i for i in c.idx if c.rec(i).candidates), None)
     if cand is not None:
-        la = trace.steps[cand].lookahead
+        la = c.rec(cand)
         steps.append(LectureStep(
             f"Step {cand}: verify candidates in the same forward",
             f"The pool holds {len(la.candidates)} n-gram{'s' if len(la.candidates) != 1 else ''} starting with the "
-            f"current token {tok(piece(texts, cur(cand)))}. Up to G = {G} of them are fed in the same forward pass, "
-            f"each with its own mask row, and checked against the model's own predictions: "
-            f"{'none matched here' if la.chosen < 0 else 'one matched'}.",
+            f"current token {tok(piece(texts, c.cur(cand)))}. Up to G = {int(c.trace.params.get('G', 0))} of them are "
+            f"fed in the same forward pass, each with its own mask row, and checked against the model's own "
+            f"predictions: {'none matched here' if la.chosen < 0 else 'one matched'}.",
             "lookahead", str(cand), [(1, N - 1, g.cand0, g.cand0 + len(la.candidates) - 1)], "candidates"))
-    verified = []
+    return steps
+
+
+def _when_added(c: _LookaheadCtx, si: int, origin: str) -> str:
+    """How the chosen candidate of step ``si`` got into the pool, as the start of a sentence."""
+    if origin == "window":
+        la = c.rec(si)
+        h = harvested_at(c.trace, si, [c.cur(si)] + list(la.candidates[la.chosen]))
+        return (f"This n-gram was harvested from the window <b>{si - h} step{'s' if si - h != 1 else ''} ago</b> "
+                f"(step {h}) and now verifies") if h is not None else "This n-gram, guessed by the window, now verifies"
+    if origin == "prompt":
+        return "This n-gram was copied from the prompt before decoding started, and now verifies"
+    return "This n-gram was harvested from the output written so far, and now verifies"
+
+
+def _verified(c: _LookaheadCtx) -> list[LectureStep]:
+    """For each pool source, the first step where one of its n-grams verified two or more tokens."""
+    g, out = c.grid, []
     for origin, what in (("window", "a window"), ("prompt", "a prompt"), ("output", "an output")):
-        si = next((i for i in idx if trace.steps[i].lookahead.chosen >= 0
-                   and trace.steps[i].lookahead.origins[trace.steps[i].lookahead.chosen] == origin
-                   and trace.steps[i].lookahead.matched[trace.steps[i].lookahead.chosen] >= 2), None)
+        si = next((i for i in c.idx if c.rec(i).chosen >= 0 and c.rec(i).origins[c.rec(i).chosen] == origin
+                   and c.rec(i).matched[c.rec(i).chosen] >= 2), None)
         if si is None:
             continue
-        la = trace.steps[si].lookahead
-        c = la.chosen
-        gram = [cur(si)] + list(la.candidates[c])
-        words = "".join(piece(texts, t) for t in la.candidates[c][: la.matched[c]])
-        if origin == "window":
-            h = harvested_at(trace, si, gram)
-            when = (f"This n-gram was harvested from the window <b>{si - h} step{'s' if si - h != 1 else ''} ago</b> "
-                    f"(step {h}) and now verifies") if h is not None else "This n-gram, guessed by the window, now verifies"
-        elif origin == "prompt":
-            when = "This n-gram was copied from the prompt before decoding started, and now verifies"
-        else:
-            when = "This n-gram was harvested from the output written so far, and now verifies"
-        verified.append(LectureStep(
+        la, n_tok = c.rec(si), len(c.trace.steps[si].tokens)
+        k = la.chosen
+        words = "".join(piece(c.texts, t) for t in la.candidates[k][: la.matched[k]])
+        out.append(LectureStep(
             f"Step {si}: {what} n-gram verifies",
-            f"{when}: {la.matched[c]} of its tokens, {tok(words)}, match the model's own predictions, so this one "
-            f"forward pass commits {len(trace.steps[si].tokens)} tokens (the matched ones plus the model's next "
+            f"{_when_added(c, si, origin)}: {la.matched[k]} of its tokens, {tok(words)}, match the model's own "
+            f"predictions, so this one forward pass commits {n_tok} tokens (the matched ones plus the model's next "
             f"token after them).",
-            "lookahead", str(si), [(1, la.matched[c], g.cand0 + c, g.cand0 + c),
-                                   (1, len(trace.steps[si].tokens), g.committed, g.committed)],
-            f"{len(trace.steps[si].tokens)} tokens in one step"))
-    steps += sorted(verified, key=lambda s: int(s.frame))
-    big = sum(len(trace.steps[i].tokens) > 1 for i in idx)
-    last = idx[-1]
-    steps.append(LectureStep(
+            "lookahead", str(si), [(1, la.matched[k], g.cand0 + k, g.cand0 + k), (1, n_tok, g.committed, g.committed)],
+            f"{n_tok} tokens in one step"))
+    return sorted(out, key=lambda s: int(s.frame))
+
+
+def _whole_run(c: _LookaheadCtx) -> LectureStep:
+    t, g, last = c.trace, c.grid, c.idx[-1]
+    W, N, G = g.W, g.N, int(t.params.get("G", 0))
+    big = sum(len(t.steps[i].tokens) > 1 for i in c.idx)
+    return LectureStep(
         "The whole run",
-        f"{len(trace.output_ids)} tokens in {trace.n_steps} forward passes: <b>{trace.tokens_per_step:.2f} tokens per "
+        f"{len(t.output_ids)} tokens in {t.n_steps} forward passes: <b>{t.tokens_per_step:.2f} tokens per "
         f"step</b>; {big} step{'s' if big != 1 else ''} accepted an n-gram. The output is exactly greedy AR's. Each step "
         f"fed up to {1 + (N - 1) * W + G * (N - 1)} tokens, though: the Explain page weighs that against what such a "
         f"forward costs on this hardware.",
-        "lookahead", str(last), [(1, len(trace.steps[last].tokens), g.committed, g.committed)], "committed"))
-    return steps
+        "lookahead", str(last), [(1, len(t.steps[last].tokens), g.committed, g.committed)], "committed")
+
+
+def lookahead_lecture(trace) -> list[LectureStep]:
+    idx = lookahead.lookahead_steps(trace)
+    if not idx:
+        return []
+    c = _LookaheadCtx(trace, idx, token_texts(trace), lookahead.step_grid(trace), lookahead.committed_before(trace))
+    return _window_and_pool(c) + _verified(c) + [_whole_run(c)]
 
 
 # ---- the figure -----------------------------------------------------------------------------------
@@ -232,7 +255,7 @@ def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
     if step.figure == "jacobi":
         fig = jacobi.block_animation(trace, step.block)
     else:
-        page = lookahead.lookahead_steps(trace).index(int(step.frame)) // lookahead.MAX_FRAMES
+        page = page_of(lookahead.lookahead_steps(trace).index(int(step.frame)))
         fig = lookahead.step_animation(trace, page)
     freeze(fig, step.frame)
     highlight_boxes(fig, step.boxes, step.box_label, pad_y=0.3 if step.figure == "jacobi" else 0.5)

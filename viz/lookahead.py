@@ -18,9 +18,9 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from decoding.methods import lookahead_mask as masks
-from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, MAX_FRAMES, ORANGE, PROVENANCE, PURPLE, SKY,
-                       VERMILLION, YELLOW, animation_controls, base_layout, cell_label, empty_figure, esc,
-                       hover_label, legend_entries, piece, text_colour, token_texts, visible)
+from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, ORANGE, PROVENANCE, SKY, VERMILLION, YELLOW,
+                       animation_controls, base_layout, cell_label, empty_figure, esc, hover_label, legend_entries,
+                       page_items, piece, text_colour, token_texts, visible)
 
 CELL = 40
 WHITE = "#FFFFFF"
@@ -82,6 +82,13 @@ class _Grid:
         text = ["next level"] + [f"level {l}" for l in range(self.N - 1)] + \
             [f"candidate {i + 1}" for i in range(self.G)] + ["committed"]
         return vals, text
+
+
+def step_grid(trace) -> _Grid:
+    """The animation's grid for a trace: W, N and room for G (or the most candidates of any step)."""
+    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
+    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in lookahead_steps(trace)])
+    return _Grid(W, N, G)
 
 
 def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
@@ -151,7 +158,7 @@ def _step_title(trace, si, texts, before) -> str:
 
 
 def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
-    """Animated lookahead steps (Play / Pause / slider), at most ``MAX_FRAMES`` steps per page.
+    """Animated lookahead steps (Play / Pause / slider), one page of ``style.pages`` at a time.
 
     Trace 0 holds every cell of the shown step (frames update only it); frames are named after
     the step index.
@@ -159,10 +166,9 @@ def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
     idx = lookahead_steps(trace)
     if not idx:
         return empty_figure("No lookahead steps recorded in this trace.")
-    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
-    shown = idx[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or idx[:MAX_FRAMES]
-    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in shown])
-    grid = _Grid(W, N, G)
+    shown = page_items(idx, page)
+    grid = step_grid(trace)
+    W, N = grid.W, grid.N
     texts = token_texts(trace)
     prov = analysis.provenance(trace)
     before = committed_before(trace)
@@ -216,6 +222,61 @@ def _star_layout(graph: nx.DiGraph, keys: list[int]) -> dict:
     return pos
 
 
+def _pool_positions(pools: dict[int, dict]) -> dict:
+    """Fixed node positions for every key and n-gram that appears in any of ``pools``."""
+    union = nx.DiGraph()
+    keys: list[int] = []
+    for pool in pools.values():
+        for key, conts in pool.items():
+            if ("k", key) not in union:
+                keys.append(key)
+                union.add_node(("k", key))
+            for c in conts:
+                union.add_edge(("k", key), ("g", key, tuple(c)))
+    return _star_layout(union, keys)
+
+
+def _gram_colour(hit) -> str:
+    """Colour of a continuation node: not verified / verified (matched a prefix, accepted)."""
+    return GREEN if hit and hit[1] else YELLOW if hit and hit[0] else VERMILLION if hit else SKY
+
+
+def _pool_frame(trace, si: int, pool: dict, pos: dict, texts) -> list[dict]:
+    """Edges, continuation nodes and key nodes of the pool before step ``si``."""
+    rec = trace.steps[si].lookahead
+    verified = {tuple(c): (i < len(rec.matched) and rec.matched[i] > 0, i == rec.chosen)
+                for i, c in enumerate(rec.candidates)}
+    before = committed_before(trace)[si]
+    cur = trace.output_ids[before - 1] if before >= 1 else None
+    ex, ey = [], []
+    gx, gy, gc, gh = [], [], [], []
+    kx, ky, kc, kt, kh = [], [], [], [], []
+    for key, conts in pool.items():
+        x, y = pos[("k", key)]
+        kx.append(x); ky.append(y)
+        kc.append(BLACK if key == cur else GREY)
+        kt.append(cell_label(piece(texts, key), 6))
+        kh.append(f"key {hover_label(piece(texts, key))} (id {key}): {len(conts)} n-gram(s)"
+                  + ("<br><b>current token: its n-grams are this step's candidates</b>" if key == cur else ""))
+        for c in conts:
+            gxy = pos[("g", key, tuple(c))]
+            ex += [x, gxy[0], None]
+            ey += [y, gxy[1], None]
+            gx.append(gxy[0]); gy.append(gxy[1])
+            hit = verified.get(tuple(c)) if key == cur else None
+            gc.append(_gram_colour(hit))
+            gh.append(f"{hover_label(piece(texts, key))} → {esc(repr(''.join(piece(texts, t) for t in c)))}"
+                      + ("" if hit is None else "<br>verified this step: " +
+                         ("accepted" if hit[1] else "matched a prefix" if hit[0] else "no match")))
+    return [dict(x=ex, y=ey), dict(x=gx, y=gy, marker=dict(color=gc), hovertext=gh),
+            dict(x=kx, y=ky, marker=dict(color=kc), text=kt, hovertext=kh,
+                 textfont=dict(color=[text_colour(c) for c in kc]))]
+
+
+def _pool_title(si: int, pool: dict) -> str:
+    return f"Pool before step {si}: {len(pool)} keys, {sum(len(v) for v in pool.values())} n-grams"
+
+
 def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
     """The n-gram pool as a graph (key token -> its continuations), one frame per lookahead step.
 
@@ -225,58 +286,11 @@ def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Fig
     idx = lookahead_steps(trace)
     if not idx:
         return empty_figure("No lookahead steps recorded in this trace.")
-    shown = idx[page * MAX_FRAMES:(page + 1) * MAX_FRAMES] or idx[:MAX_FRAMES]
+    shown = page_items(idx, page)
     texts = token_texts(trace)
     pools = {si: analysis.pool_at(trace, si) for si in shown}
-    union = nx.DiGraph()
-    keys: list[int] = []
-    for si in shown:
-        for key, conts in pools[si].items():
-            if ("k", key) not in union:
-                keys.append(key)
-                union.add_node(("k", key))
-            for c in conts:
-                union.add_edge(("k", key), ("g", key, tuple(c)))
-    pos = _star_layout(union, keys)
-
-    def frame_data(si):
-        rec = trace.steps[si].lookahead
-        verified = {tuple(c): (i < len(rec.matched) and rec.matched[i] > 0, i == rec.chosen)
-                    for i, c in enumerate(rec.candidates)}
-        before = committed_before(trace)[si]
-        cur = trace.output_ids[before - 1] if before >= 1 else None
-        g = nx.DiGraph()
-        for key, conts in pools[si].items():
-            for c in conts:
-                g.add_edge(("k", key), ("g", key, tuple(c)))
-        ex, ey = [], []
-        for a, b in g.edges:
-            ex += [pos[a][0], pos[b][0], None]
-            ey += [pos[a][1], pos[b][1], None]
-        gx, gy, gc, gh = [], [], [], []
-        kx, ky, kc, kt, kh = [], [], [], [], []
-        for node in g.nodes:
-            x, y = pos[node]
-            if node[0] == "k":
-                key = node[1]
-                kx.append(x); ky.append(y)
-                kc.append(BLACK if key == cur else GREY)
-                kt.append(cell_label(piece(texts, key), 6))
-                kh.append(f"key {hover_label(piece(texts, key))} (id {key}): {g.out_degree(node)} n-gram(s)"
-                          + ("<br><b>current token: its n-grams are this step's candidates</b>" if key == cur else ""))
-            else:
-                _, key, cont = node
-                gx.append(x); gy.append(y)
-                hit = verified.get(cont) if key == cur else None
-                gc.append(GREEN if hit and hit[1] else YELLOW if hit and hit[0] else VERMILLION if hit else SKY)
-                gh.append(f"{hover_label(piece(texts, key))} → {esc(repr(''.join(piece(texts, t) for t in cont)))}"
-                          + ("" if hit is None else "<br>verified this step: " +
-                             ("accepted" if hit[1] else "matched a prefix" if hit[0] else "no match")))
-        return [dict(x=ex, y=ey), dict(x=gx, y=gy, marker=dict(color=gc), hovertext=gh),
-                dict(x=kx, y=ky, marker=dict(color=kc), text=kt, hovertext=kh,
-                     textfont=dict(color=[text_colour(c) for c in kc]))]
-
-    d0 = frame_data(shown[0])
+    pos = _pool_positions(pools)
+    d0 = _pool_frame(trace, shown[0], pools[shown[0]], pos, texts)
     fig = go.Figure()
     fig.add_trace(go.Scatter(mode="lines", line=dict(color="#999999", width=1), hoverinfo="skip", showlegend=False, **d0[0]))
     fig.add_trace(go.Scatter(mode="markers", hoverinfo="text", showlegend=False,
@@ -288,16 +302,11 @@ def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Fig
     legend_entries(fig, [(GREY, "key token"), (BLACK, "key = current token")])
     legend_entries(fig, [(SKY, "n-gram continuation"), (VERMILLION, "verified, no match"),
                          (YELLOW, "verified, prefix matched"), (GREEN, "verified and accepted")], symbol="circle")
-    frames = []
-    for si in shown:
-        d = frame_data(si)
-        n = sum(len(v) for v in pools[si].values())
-        frames.append(go.Frame(name=str(si), traces=[0, 1, 2], data=[go.Scatter(**d[0]), go.Scatter(**d[1]), go.Scatter(**d[2])],
-                               layout=dict(title=dict(text=f"Pool before step {si}: {len(pools[si])} keys, {n} n-grams"))))
-    fig.frames = frames
+    fig.frames = [go.Frame(name=str(si), traces=[0, 1, 2],
+                           data=[go.Scatter(**d) for d in _pool_frame(trace, si, pools[si], pos, texts)],
+                           layout=dict(title=dict(text=_pool_title(si, pools[si])))) for si in shown]
     animation_controls(fig, [str(si) for si in shown], [str(si) for si in shown], duration_ms, prefix="step ")
-    n0 = sum(len(v) for v in pools[shown[0]].values())
-    base_layout(fig, f"Pool before step {shown[0]}: {len(pools[shown[0]])} keys, {n0} n-grams", 620, animated=True)
+    base_layout(fig, _pool_title(shown[0], pools[shown[0]]), 620, animated=True)
     xs = [p[0] for p in pos.values()] or [0]
     ys = [p[1] for p in pos.values()] or [0]
     fig.update_xaxes(visible=False, range=[min(xs) - 0.6, max(xs) + 0.6])
@@ -306,13 +315,14 @@ def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Fig
 
 
 # ---- the attention mask ---------------------------------------------------------------------------
-MASK_REASONS: list[tuple[str, str, str]] = [  # (key in masks.why text, colour, legend)
-    ("", "#F4F4F4", "masked (does not see)"),
-    ("current token", BLACK, "sees the current token"),
-    ("level 0 is causal", SKY, "sees level 0 up to its column"),
-    ("own column", BLUE, "sees its own column (levels 1..l)"),
-    ("candidate", GREEN, "sees its candidate's earlier tokens"),
-]
+# Rule ids of ``decoding.methods.lookahead_mask`` -> (colour, legend); None = masked
+MASK_COLOURS: dict[str | None, tuple[str, str]] = {
+    None: ("#F4F4F4", "masked (does not see)"),
+    "current": (BLACK, "sees the current token"),
+    "level0_causal": (SKY, "sees level 0 up to its column"),
+    "own_column": (BLUE, "sees its own column (levels 1..l)"),
+    "own_candidate": (GREEN, "sees its candidate's earlier tokens"),
+}
 
 
 def _mask_label(r: dict) -> tuple[str, str]:
@@ -326,18 +336,17 @@ def _mask_label(r: dict) -> tuple[str, str]:
             f"candidate {r['candidate'] + 1}, token {r['index'] + 1} (position P+{r['offset']})")
 
 
-def _why_not(q: dict, k: dict) -> str:
-    if q["kind"] == "current":
-        return "the current token sees only itself (and the KV cache)"
-    if {q["kind"], k["kind"]} == {"window", "candidate"}:
-        return "lookahead and verification never see each other"
-    if q["kind"] == "candidate":
-        return "another candidate" if k["candidate"] != q["candidate"] else "a later token of the same candidate"
-    if k["level"] == 0:
-        return "level 0 is causal: that column comes later"
-    if k["column"] != q["column"]:
-        return "another column above level 0"
-    return "a higher level of the same column"
+def mask_cells(W: int, N: int, G: int, levels: int) -> tuple[list[dict], list[list[str | None]], list[list[str]]]:
+    """(layout, rule id per query row and key column (None = masked), hover text) of one step's mask."""
+    layout = masks.lookahead_layout(W, N, G, levels)
+    labels = [_mask_label(r)[1] for r in layout]
+    ids, hover = [], []
+    for q, ql in zip(layout, labels):
+        ids.append([masks.rule(q, k) for k in layout])
+        hover.append([f"{ql}<br>sees {kl}<br>why: {esc(masks.SEES[r])}" if r is not None else
+                      f"{ql}<br>does NOT see {kl}<br>why: {esc(masks.BLOCKED[masks.blocked_rule(q, k)])}"
+                      for k, kl, r in zip(layout, labels, ids[-1])])
+    return layout, ids, hover
 
 
 def mask_figure(W: int, N: int, G: int, levels: int | None = None) -> go.Figure:
@@ -346,29 +355,17 @@ def mask_figure(W: int, N: int, G: int, levels: int | None = None) -> go.Figure:
     Every fed token also sees the whole committed KV cache (not drawn). Hover gives the reason.
     """
     levels = N - 1 if levels is None else levels
-    layout = masks.lookahead_layout(W, N, G, levels)
-    labels = [_mask_label(r) for r in layout]
-    z, hover = [], []
-    for q, (qs, ql) in zip(layout, labels):
-        zr, hr = [], []
-        for k, (ks, kl) in zip(layout, labels):
-            why = masks.why(q, k)
-            if why is None:
-                zr.append(0)
-                hr.append(f"{ql}<br>does NOT see {kl}<br>why: {_why_not(q, k)}")
-            else:
-                zr.append(next((i for i, (key, _, _) in enumerate(MASK_REASONS) if key and key in why), 1))
-                hr.append(f"{ql}<br>sees {kl}<br>why: {esc(why)}")
-        z.append(zr)
-        hover.append(hr)
-    n = len(MASK_REASONS)
+    layout, ids, hover = mask_cells(W, N, G, levels)
+    order = list(MASK_COLOURS)
+    z = [[order.index(r) for r in row] for row in ids]
+    n = len(order)
     scale = []
-    for i, (_, colour, _) in enumerate(MASK_REASONS):
+    for i, (colour, _) in enumerate(MASK_COLOURS.values()):
         scale += [[i / n, colour], [(i + 1) / n, colour]]
-    ticks = [s for s, _ in labels]
+    ticks = [_mask_label(r)[0] for r in layout]
     fig = go.Figure(go.Heatmap(z=z, x=ticks, y=ticks, text=hover, hoverinfo="text", colorscale=scale,
                                zmin=-0.5, zmax=n - 0.5, showscale=False, xgap=1, ygap=1))
-    legend_entries(fig, [(c, lab) for _, c, lab in MASK_REASONS])
+    legend_entries(fig, MASK_COLOURS.values())
     q = len(layout)
     base_layout(fig, f"Attention mask of one step: W={W}, N={N}, {G} candidates, {levels} level(s) · "
                      f"{q} fed tokens (all also see the KV cache)", min(1000, 320 + 14 * q))

@@ -15,8 +15,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.style import (BLUE, GREEN, LIGHT, MAX_FRAMES, ORANGE, VERMILLION, base_layout, cell_label, empty_figure,
-                       hover_label, legend_entries, pages, piece, text_colour, token_texts)
+from viz.style import (BLUE, GREEN, LIGHT, ORANGE, VERMILLION, base_layout, cell_label, empty_figure,
+                       hover_label, legend_entries, page_items, piece, text_colour, token_texts)
 
 OUTCOMES: dict[str, tuple[str, str]] = {
     "accepted": (GREEN, "candidate accepted (probability p)"),
@@ -34,9 +34,7 @@ def decision_cells(trace, page: int = 0) -> list[dict]:
     """
     rows = analysis.sampling_decisions(trace)
     steps = sorted({r["step"] for r in rows})
-    spans = pages(len(steps), MAX_FRAMES)
-    a, b = spans[min(max(page, 0), len(spans) - 1)]
-    keep = set(steps[a:b])
+    keep = set(page_items(steps, page))
     texts = token_texts(trace)
     cells, y, last = [], 0, None
     for i, r in enumerate(rows):

@@ -152,6 +152,19 @@ def pages(n_items: int, per_page: int = MAX_FRAMES) -> list[tuple[int, int]]:
     return [(a, min(a + per_page, n_items)) for a in range(0, n_items, per_page)]
 
 
+def page_items(items: list, page: int, per_page: int = MAX_FRAMES) -> list:
+    """The items on page ``page`` of ``pages(len(items), per_page)`` (a page out of range gives
+    the nearest one)."""
+    spans = pages(len(items), per_page)
+    a, b = spans[min(max(page, 0), len(spans) - 1)]
+    return items[a:b]
+
+
+def page_of(i: int, per_page: int = MAX_FRAMES) -> int:
+    """The page that holds item ``i``."""
+    return i // per_page
+
+
 def animation_controls(fig: go.Figure, frame_names: list[str], labels: list[str], duration_ms: int = 700,
                        prefix: str = "") -> None:
     """Play / Pause buttons and a slider over the named frames, below the plot (redraw on, so

@@ -29,26 +29,65 @@ def lookahead_layout(W: int, N: int, n_candidates: int, levels: int) -> list[dic
     return rows
 
 
-def sees(q: dict, k: dict) -> bool:
-    """Whether fed token ``q`` attends to fed token ``k`` (both from ``lookahead_layout``)."""
-    return why(q, k) is not None
+# The visibility rules: id -> sentence. A figure maps the ids to colours; the sentences explain them.
+SEES: dict[str, str] = {
+    "current": "everyone sees the current token",
+    "level0_causal": "level 0 is causal: a window token sees level-0 columns up to its own",
+    "own_column": "a window token sees its own column on levels 1..its level",
+    "own_candidate": "a candidate sees its own earlier tokens",
+}
+BLOCKED: dict[str, str] = {
+    "current_alone": "the current token sees only itself (and the KV cache)",
+    "branches": "lookahead and verification never see each other",
+    "other_candidate": "another candidate",
+    "later_in_candidate": "a later token of the same candidate",
+    "level0_later": "level 0 is causal: that column comes later",
+    "other_column": "another column above level 0",
+    "higher_level": "a higher level of the same column",
+}
 
 
-def why(q: dict, k: dict) -> str | None:
-    """A short reason why ``q`` sees ``k``, or None if it does not."""
+def rule(q: dict, k: dict) -> str | None:
+    """The id (a key of ``SEES``) of the rule by which ``q`` sees ``k``, or None if it does not."""
     if k["kind"] == "current":
-        return "everyone sees the current token"
+        return "current"
     if q["kind"] == "window" and k["kind"] == "window":
         if k["level"] == 0 and k["column"] <= q["column"]:
-            return "level 0 is causal: a window token sees level-0 columns up to its own"
+            return "level0_causal"
         if k["column"] == q["column"] and 1 <= k["level"] <= q["level"]:
-            return "a window token sees its own column on levels 1..its level"
+            return "own_column"
         return None
     if q["kind"] == "candidate" and k["kind"] == "candidate":
         if k["candidate"] == q["candidate"] and k["index"] <= q["index"]:
-            return "a candidate sees its own earlier tokens"
+            return "own_candidate"
         return None
     return None  # current sees only itself; lookahead and verification never see each other
+
+
+def blocked_rule(q: dict, k: dict) -> str | None:
+    """The id (a key of ``BLOCKED``) of why ``q`` does not see ``k``, or None if it does."""
+    if rule(q, k) is not None:
+        return None
+    if q["kind"] == "current":
+        return "current_alone"
+    if q["kind"] != k["kind"]:
+        return "branches"
+    if q["kind"] == "candidate":
+        return "other_candidate" if k["candidate"] != q["candidate"] else "later_in_candidate"
+    if k["level"] == 0:
+        return "level0_later"
+    return "other_column" if k["column"] != q["column"] else "higher_level"
+
+
+def why(q: dict, k: dict) -> tuple[str, str] | None:
+    """(rule id, sentence) of why ``q`` sees ``k``, or None if it does not."""
+    r = rule(q, k)
+    return None if r is None else (r, SEES[r])
+
+
+def sees(q: dict, k: dict) -> bool:
+    """Whether fed token ``q`` attends to fed token ``k`` (both from ``lookahead_layout``)."""
+    return rule(q, k) is not None
 
 
 def lookahead_allowed(layout: list[dict]) -> list[list[bool]]:
