@@ -220,6 +220,58 @@ def test_mask_colours_come_from_rule_ids_not_sentences(monkeypatch):
     assert set(masks.SEES) | {None} == set(lookahead.MASK_COLOURS)
 
 
+# ---- issue 11, error 1: the bonus token is the model's own, last ------------------------------------
+def _as_version_1(t):
+    """The trace as an old (version 1) file: no stored origins; loading derives them."""
+    from decoding.trace import Trace
+    d = t.to_dict()
+    d["version"] = 1
+    for s in d["steps"]:
+        s.pop("origins", None)
+    return Trace.from_dict(d)
+
+
+def _span_colours(html: str) -> list[str]:
+    import re
+    return re.findall(r"background:(#[0-9A-Fa-f]{6})", html)
+
+
+@pytest.mark.parametrize("version", [2, 1])
+def test_bonus_token_is_the_models_own_and_comes_last(version):
+    """Step 1 of the hand-made lookahead trace commits [12 13 | 14]: 12 13 matched the window
+    candidate (12 13), 14 is the model's own token after them. The Compare colours and the
+    committed row of the Lookahead animation say so (they used to colour 12 as the model's and
+    14 as the pool's)."""
+    t = lookahead_trace() if version == 2 else _as_version_1(lookahead_trace())
+    want = [PROVENANCE["pool"][0], PROVENANCE["pool"][0], PROVENANCE["step"][0]]
+    assert analysis.provenance(t)[2:5] == ["pool", "pool", "step"]
+    assert _span_colours(compare.provenance_html(t))[2:5] == want
+    fig = lookahead.step_animation(t)
+    d1, grid = fig.frames[1].data[0], lookahead.step_grid(t)
+    assert [d1.marker.color[_cell(d1, x, grid.committed)] for x in (1, 2, 3)] == want
+    assert "own next token" in d1.hovertext[_cell(d1, 3, grid.committed)]
+
+
+def test_bonus_token_of_the_shipped_example_step_48():
+    """The issue's example: candidate ' False' '↵   ' ' max', 2 matched; the committed ' return' is
+    the model's own token, the two matched ones come from the output pool."""
+    from pathlib import Path
+
+    from decoding.trace import Trace
+    t = Trace.load(str(Path(__file__).resolve().parent.parent / "assets" / "example_lookahead.json"))
+    texts = style.token_texts(t)
+    step = t.steps[48]
+    assert [texts[x] for x in step.tokens] == [" False", "\n   ", " return"]
+    before = lookahead.committed_before(t)[48]
+    assert analysis.provenance(t)[before:before + 3] == ["output_pool", "output_pool", "step"]
+    colours = _span_colours(compare.provenance_html(t))[before:before + 3]
+    assert colours == [PROVENANCE["output_pool"][0]] * 2 + [PROVENANCE["step"][0]]
+    fig = lookahead.step_animation(t, style.page_of(lookahead.lookahead_steps(t).index(48)))
+    d = next(f for f in fig.frames if f.name == "48").data[0]
+    grid = lookahead.step_grid(t)
+    assert [d.marker.color[_cell(d, x, grid.committed)] for x in (1, 2, 3)] == colours
+
+
 # ---- compare ----------------------------------------------------------------------------------------
 def test_compare_figures():
     traces = {"AR": ar_trace(), "Lookahead": lookahead_trace()}
