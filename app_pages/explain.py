@@ -8,6 +8,8 @@ which settings should pay off here.
 import streamlit as st
 
 from decoding.perf import costs, tune
+from decoding.perf.account import account, reasons
+from decoding.perf.measure import load_or_measure
 from app_pages.common import ui
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
@@ -50,7 +52,7 @@ def measure() -> None:
     bar = st.progress(0.0, text="measuring the step cost…")
     lock = ui.model_lock()
     with lock:
-        c = costs.load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
+        c = load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
     curves[(c.model_id, c.device, c.dtype)] = (c, "measured on this machine just now")
     bar.empty()
 
@@ -63,7 +65,7 @@ if found is None:
         st.rerun()
     st.stop()
 curve, where = found
-acc = costs.account(t, curve, ar)
+acc = account(t, curve, ar)
 
 # ---- the account ------------------------------------------------------------------------------------
 st.subheader("The account")
@@ -90,7 +92,7 @@ with st.expander("Measure the curve again (this model and device)"):
         st.rerun()
 
 st.subheader("Where the extra tokens came from")
-for r in costs.reasons(t):
+for r in reasons(t):
     st.markdown(f"- {esc(r)}")
 ui.chart(compare.provenance_figure, {METHOD_NAMES[t.method]: t}, key="explain_prov")
 

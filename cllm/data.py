@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from decoding import decode
+from decoding.analysis import jacobi_iterations
 from decoding.io import UsageError, jsonl
 
 ITEM_KEYS = ("id", "prompt_id", "category", "block", "n_blocks", "offset", "prompt_len", "n", "seed", "chat", "model",
@@ -36,13 +37,9 @@ def trajectories(trace) -> list[dict[str, Any]]:
     """
     if trace.method != "jacobi":
         raise ValueError(f"a Jacobi trace is needed, got {trace.method!r}")
-    recs: dict[int, list] = {}
-    for s in trace.steps:
-        if s.jacobi is not None:
-            recs.setdefault(s.jacobi.block, []).append(s.jacobi)
     out = []
     for b in trace.blocks:
-        its = sorted(recs.get(b.index, []), key=lambda r: r.iteration)
+        its = jacobi_iterations(trace, b.index)
         fp = list(b.fixed_point)
         if not its or len(fp) < 2:
             continue  # nothing to learn from a block of one token

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from decoding import decode
+from decoding.loop import decode, warm_up
 
 
 def answer_nll(lm, prompt_ids: list[int], answer: list[int]) -> tuple[float, int]:
@@ -60,8 +60,8 @@ def evaluate(base, cllm, rows: list[dict], n: int, max_new_tokens: int, chat: bo
     the base's NLL of both answers."""
     from tqdm import tqdm
 
-    for lm in (base, cllm):  # warm up
-        decode(lm, lm.encode("Hello there, how are you?", chat=chat), "ar", {}, 8)
+    for lm in (base, cllm):
+        warm_up(lm, chat)
     res = []
     for r in tqdm(rows, desc="eval", unit="prompt", file=sys.stderr, disable=not progress):
         row = compare(base, cllm, r, n, max_new_tokens, chat, seed)

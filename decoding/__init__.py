@@ -7,6 +7,8 @@ that records every step as a Trace. No Streamlit, no Plotly here.
     decoding/sampling.py   the sampling distribution (transformers' warpers, seeded draws)
     decoding/trace.py      the Trace and its versioned JSON
     decoding/analysis.py   analyses of a trace (no torch)
+    decoding/perf/         the performance model: step-cost curve, speedup account, tuning
+    decoding/io.py, cli.py the command line (python -m decoding generate / bench / tune)
 
 Importing ``decoding`` (or decoding.trace, decoding.analysis, decoding.methods) does not import
 torch; ``Run`` and ``decode`` load the loop on first use.

@@ -126,25 +126,6 @@ def pool_at(trace: Trace, step_index: int) -> dict[int, list[list[int]]]:
     return replay(trace.pool_seed, ops, trace.params.get("G", 0))
 
 
-def candidate_stats(trace: Trace) -> dict[str, float]:
-    """Lookahead/PLD: steps with any candidate, steps where one matched, mean matched length."""
-    tried = matched = 0
-    total = 0
-    for s in trace.steps:
-        if s.lookahead is not None and s.lookahead.candidates:
-            tried += 1
-            best = max(s.lookahead.matched)
-            matched += best > 0
-            total += best
-        elif s.pld is not None and s.pld.draft:
-            tried += 1
-            matched += s.pld.matched > 0
-            total += s.pld.matched
-    n = len(trace.steps) or 1
-    return {"steps_with_candidates": tried / n, "steps_with_match": matched / n,
-            "mean_accepted_extra": total / n}
-
-
 # ---- sampling ---------------------------------------------------------------------------------------
 def sampling_decisions(trace: Trace) -> list[dict]:
     """One row per decision of a sampled run (Step.sampling), in order: each candidate token tried

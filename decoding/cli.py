@@ -13,8 +13,9 @@ from typing import Any
 
 from .io import Parser as _Parser
 from .io import UsageError, interleave, read_prompts, read_rows
-from .loop import MAX_NEW_TOKENS_CAP, Run
+from .loop import MAX_NEW_TOKENS_CAP, Run, warm_up
 from .methods import REGISTRY, SAMPLING_METHODS, ConfigError, resolve_params
+from .perf import tune
 
 
 def method_flags() -> dict[str, tuple]:
@@ -89,10 +90,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tune(a) -> int:
-    from .perf.tune import cli_tune
+    from .perf.measure import load_or_measure
 
     _check_max_new(a)
-    return cli_tune(a, read_prompts(a.prompts, a.per_category, a.categories))
+    methods = [m for m in a.methods.split(",") if m]
+    tunable = [m for m, s in REGISTRY.items() if s.grid]
+    for m in methods:
+        if m not in tunable:
+            raise UsageError(f"tune knows {', '.join(tunable)}, not {m!r}")
+    rows_in = read_prompts(a.prompts, a.per_category, a.categories)
+    lm = _load_model(a)
+    curve = load_or_measure(lm, progress=_progress, force=a.remeasure)
+    warm_up(lm, a.chat)
+    prompts = [{"id": r["id"], "category": r["category"], "ids": lm.encode(r["prompt"], chat=a.chat)} for r in rows_in]
+    rows = tune.run_grid(lm, prompts, tune.settings_grid(methods), a.max_new_tokens, progress=_progress)
+    ranked = tune.rank(rows, curve, by_category=True) + tune.rank(rows, curve)
+    print(tune.format_ranking(ranked, curve))
+    result = tune.tune_result(curve, ranked, a.max_new_tokens, a.chat, len(prompts))
+    tune.save_tune_result(result, curve)
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(result | {"runs": rows}, f)
+    return 0
+
+
+def _load_model(a):
+    from .model import load_model
+
+    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+
+
+def _progress(frac: float, msg: str) -> None:
+    print(f"[{frac:4.0%}] {msg}", file=sys.stderr, flush=True)
 
 
 def method_params(method: str, a: argparse.Namespace) -> dict[str, Any]:
@@ -116,13 +145,11 @@ def _check_max_new(a) -> None:
 
 
 def cmd_generate(a) -> int:
-    from .model import load_model
-
     _check_max_new(a)
     params = method_params(a.method, a)
     if not a.prompt.strip():
         raise UsageError("the prompt is empty")
-    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+    lm = _load_model(a)
     ids = lm.encode(a.prompt, chat=a.chat)
     run = Run(lm, ids, a.method, params, a.max_new_tokens, prompt_text=a.prompt, chat=a.chat)
     first = True
@@ -168,66 +195,84 @@ def _generate_baseline(lm, ids: list[int], max_new: int, sampling: dict[str, Any
 def cmd_bench(a) -> int:
     from tqdm import tqdm
 
-    from .model import load_model
-
     _check_max_new(a)
-    methods = [m for m in a.methods.split(",") if m]
+    methods = _bench_methods(a.methods)
+    params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
+    rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
+    results = _resumed_rows(a)
+    done = {(r["id"], r["method"], r["record"]) for r in results}
+    lm = _load_model(a)
+    warm_up(lm, a.chat)
+    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
+    bar = tqdm(total=len(rows_in) * len(variants), desc="bench", unit="run", file=sys.stderr)
+    out = open(a.out, "a" if a.resume else "w", encoding="utf-8") if a.out else None
+    try:
+        for r in rows_in:
+            todo = [(m, record) for m, record in variants if (r["id"], m, record) not in done]
+            bar.update(len(variants) - len(todo))
+            fresh = _bench_prompt(lm, r, todo, params, a, results, bar.update)
+            results += fresh
+            if out:  # written per prompt, once AR's tokens are known
+                out.writelines(json.dumps(row) + "\n" for row in fresh)
+                out.flush()
+    finally:
+        bar.close()
+        if out:
+            out.close()
+    print(format_table(results))
+    return 0
+
+
+def _bench_methods(arg: str) -> list[str]:
+    methods = [m for m in arg.split(",") if m]
     for m in methods:
         if m not in (*REGISTRY, "generate"):
             raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(REGISTRY)}, generate)")
-    params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
-    rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
-    done, results = set(), []
-    if a.resume:
-        if not a.out:
-            raise UsageError("--resume needs --out (the file to continue)")
-        results = read_rows(a.out) if os.path.isfile(a.out) else []
-        done = {(r["id"], r["method"], r["record"]) for r in results}
-    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
-    out = open(a.out, "a" if a.resume else "w", encoding="utf-8") if a.out else None
-    # warm up (first forwards allocate; they would bias whichever method runs first)
-    Run(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8).decode()
-    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
-    bar = tqdm(total=len(rows_in) * len(variants), desc="bench", unit="run", file=sys.stderr)
-    for r in rows_in:
-        ids = lm.encode(r["prompt"], chat=a.chat)
-        ref = next((x["output_ids"] for x in results if x["id"] == r["id"] and x["method"] == "ar" and x["record"]), None)
-        fresh = []
-        for m, record in variants:
-            if (r["id"], m, record) in done:
-                bar.update(1)
-                continue
-            if m == "generate":
-                new, secs = _generate_baseline(lm, ids, a.max_new_tokens, sampling_args(a))
-                steps = max(len(new) - 1, 0)
-                row = {"steps": steps, "tokens_per_step": (len(new) - 1) / steps if steps else 0.0,
-                       "prefill_seconds": None, "forward_seconds": None, "fed": None}
-            else:
-                tr = Run(lm, ids, m, params[m], a.max_new_tokens, record=record).decode()
-                new, secs = tr.output_ids, tr.seconds
-                row = {"steps": tr.n_steps, "tokens_per_step": tr.tokens_per_step, "prefill_seconds": tr.prefill_seconds,
-                       "forward_seconds": tr.forward_seconds, "fed": [s.fed for s in tr.steps]}
-            if m == "ar" and record:
-                ref = new
-            row = {"id": r["id"], "category": r["category"], "method": m, "params": params[m], "record": record,
-                   "sampled": bool(sampling_args(a)),
-                   "prompt_tokens": len(ids), "output_ids": new, **row, "seconds": secs,
-                   "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
-            results.append(row)
-            fresh.append(row)
-            bar.update(1)
-        for row in fresh:  # written per prompt, once AR's tokens are known
-            # sampled runs draw different (equally distributed) text: token equality says nothing
-            row["matches_ar"] = None if ref is None or sampling_args(a) else row["output_ids"] == ref
-            if out:
-                out.write(json.dumps(row) + "\n")
-        if out:
-            out.flush()
-    bar.close()
-    if out:
-        out.close()
-    print(format_table(results, a))
-    return 0
+    return methods
+
+
+def _resumed_rows(a) -> list[dict]:
+    """The rows --resume continues from (none without --resume)."""
+    if not a.resume:
+        return []
+    if not a.out:
+        raise UsageError("--resume needs --out (the file to continue)")
+    return read_rows(a.out) if os.path.isfile(a.out) else []
+
+
+def _bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, a, results: list[dict], tick) -> list[dict]:
+    """Run each (method, record) of ``todo`` on prompt ``r``: the new rows, each marked whether it
+    matches AR's tokens (AR's row of this prompt may come from ``results``, read back by --resume)."""
+    ids = lm.encode(r["prompt"], chat=a.chat)
+    sampling = sampling_args(a)
+    ref = next((x["output_ids"] for x in results if x["id"] == r["id"] and x["method"] == "ar" and x["record"]), None)
+    fresh = []
+    for m, record in todo:
+        row = _bench_run(lm, ids, m, params[m], a.max_new_tokens, record, sampling)
+        if m == "ar" and record:
+            ref = row["output_ids"]
+        fresh.append({"id": r["id"], "category": r["category"], "method": m, "params": params[m], "record": record,
+                      "sampled": bool(sampling), "prompt_tokens": len(ids), **row})
+        tick(1)
+    for row in fresh:
+        # sampled runs draw different (equally distributed) text: token equality says nothing
+        row["matches_ar"] = None if ref is None or sampling else row["output_ids"] == ref
+    return fresh
+
+
+def _bench_run(lm, ids: list[int], m: str, params: dict, max_new: int, record: bool, sampling: dict) -> dict:
+    """One bench run of method ``m`` (or transformers' "generate"): its tokens, counts and times."""
+    if m == "generate":
+        new, secs = _generate_baseline(lm, ids, max_new, sampling)
+        steps = max(len(new) - 1, 0)
+        row = {"steps": steps, "tokens_per_step": (len(new) - 1) / steps if steps else 0.0,
+               "prefill_seconds": None, "forward_seconds": None, "fed": None}
+    else:
+        tr = Run(lm, ids, m, params, max_new, record=record).decode()
+        new, secs = tr.output_ids, tr.seconds
+        row = {"steps": tr.n_steps, "tokens_per_step": tr.tokens_per_step, "prefill_seconds": tr.prefill_seconds,
+               "forward_seconds": tr.forward_seconds, "fed": [s.fed for s in tr.steps]}
+    return {"output_ids": new, **row, "seconds": secs, "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
 
 
 def summarize(results: list[dict]) -> list[dict]:
@@ -259,7 +304,7 @@ def summarize(results: list[dict]) -> list[dict]:
     return table
 
 
-def format_table(results: list[dict], a=None) -> str:
+def format_table(results: list[dict]) -> str:
     table = summarize(results)
     head = f"{'method':<15}{'category':<16}{'n':>4}{'tok/step':>10}{'tok/s':>9}{'vs ar':>8}{'vs gen':>8}{'rec.ovh':>9}  exact"
     lines = [head, "-" * len(head)]

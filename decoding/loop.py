@@ -235,3 +235,9 @@ def decode(lm, prompt_ids: list[int], method: str = "ar", params: dict[str, Any]
            max_new_tokens: int = 128, record: bool = True, **kw) -> Trace:
     """Run to the end and return the trace."""
     return Run(lm, prompt_ids, method, params, max_new_tokens, record, **kw).decode()
+
+
+def warm_up(lm, chat: bool = False) -> None:
+    """A short AR decode before timing anything: the first forwards allocate, and would slow
+    whichever run comes first."""
+    decode(lm, lm.encode("Hello there, how are you?", chat=chat), "ar", {}, 8, record=False)

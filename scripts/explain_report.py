@@ -5,7 +5,7 @@ for docs/benchmarks.md (section "Explain: predicted vs measured").
     python scripts/explain_report.py out/tune.json   (the runs of `python -m decoding tune --out`)
 
 For every (prompt, method) row with per-step fed counts and an AR row of the same prompt (same
-recording setting), decoding.perf.costs.account gives the predicted speedup (tokens/step over the
+recording setting), decoding.perf.account.account gives the predicted speedup (tokens/step over the
 curve's step cost, with the row's own overhead outside the forward and the prefill) and the
 measured one (tokens/s over AR's). Pure Python: no model is run.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decoding.perf.costs import DISAGREE, CostCurve, account  # noqa: E402
+from decoding.perf.account import DISAGREE, account  # noqa: E402
+from decoding.perf.costs import CostCurve  # noqa: E402
 
 
 def gmean(xs):

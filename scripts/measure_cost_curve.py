@@ -14,7 +14,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from decoding.perf.costs import DEFAULT_CONTEXT, curve_path, measure_curve  # noqa: E402
+from decoding.perf.costs import DEFAULT_CONTEXT, curve_path  # noqa: E402
+from decoding.perf.measure import measure_curve  # noqa: E402
 from decoding.model import load_model  # noqa: E402
 
 

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from decoding.perf.costs import CostCurve, CurveError, account, break_even, mean_step_cost, reasons, stats
+from decoding.perf.account import account, break_even, mean_step_cost, reasons, stats
+from decoding.perf.costs import CostCurve, CurveError
 from decoding.trace import Step, Trace
 from decoding.perf.tune import rank, recommend, what_if
 from viz_traces import jacobi_trace, lookahead_trace
@@ -122,8 +123,14 @@ def test_bench_rows_and_traces_give_the_same_account():
 
 
 def test_break_even_tokens_per_step():
-    assert break_even(16, curve()) == pytest.approx(4.0)
-    assert break_even(16, curve(), overhead=0.5, ar_overhead=0.0) == pytest.approx(8.0)
+    assert break_even(curve().relative_cost(16)) == pytest.approx(4.0)
+    assert break_even(4.0, overhead=0.5, ar_overhead=0.0) == pytest.approx(8.0)
+    assert break_even(4.0, overhead=0.2, ar_overhead=0.2) == pytest.approx(4.0)  # equal overheads cancel
+    # a run at exactly break-even tokens/step is predicted to match AR
+    t = run("lookahead", [16] * 4, [4] * 4, step_s=0.02, fwd_s=0.016)  # overhead 20%
+    acc = account(t, curve(ar_overhead=0.1))
+    assert acc.decode_speedup == pytest.approx(1.0 * 4 / break_even(acc.step_cost, acc.overhead, acc.ar_overhead))
+    assert acc.decode_speedup == pytest.approx(4 / 4.0 * 0.8 / 0.9)
 
 
 def test_reasons_name_the_sources():
@@ -162,3 +169,22 @@ def test_what_if_replays_the_lookahead_trace():
     n2 = next(r for r in rows if r["N"] == 2 and r["G"] == 2)  # 2-grams: at most one token per candidate
     assert n2["tokens/step"] == pytest.approx((1 + 2) / 2)
     json.dumps(rows)  # plain data for the page
+
+
+def test_measure_curve_on_a_tiny_model_and_its_cache(tmp_path, monkeypatch):
+    from decoding.perf.measure import load_or_measure, measure_curve
+    from tiny import tiny_lm
+
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    lm = tiny_lm("llama", 0)
+    said = []
+    c = measure_curve(lm, ks=(4, 2), context=16, repeats=2, ar_tokens=8, progress=lambda f, m: said.append(f))
+    assert (c.ks, c.context, c.repeats, c.model_id) == ([1, 2, 4], 16, 2, lm.model_id)
+    assert len(c.seconds) == 3 and all(s > 0 for s in c.seconds)
+    assert c.ar_overhead is not None and 0 <= c.ar_overhead < 1
+    assert said == sorted(said) and said[-1] == 1.0 and len(said) == 3 * 3 + 2  # 3 rounds of 3 forwards, AR, done
+    assert CostCurve.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    first = load_or_measure(lm, ks=(1, 2), context=8, repeats=1, ar_tokens=0)
+    assert first.ks == [1, 2] and first.ar_overhead is None
+    again = load_or_measure(lm, progress=lambda f, m: pytest.fail("measured again"))
+    assert again == first  # from the cache folder

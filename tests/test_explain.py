@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from decoding.perf.costs import CostCurve, account, curve_path, find_curve
+from decoding.perf.account import account
+from decoding.perf.costs import CostCurve, curve_path, find_curve
 from decoding.trace import Trace
 from viz import explain, lecture
 from viz_traces import ar_trace, jacobi_trace, lookahead_trace

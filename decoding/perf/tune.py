@@ -15,12 +15,15 @@ Two tools:
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 
-from .costs import CostCurve, account, break_even
+from .account import account, break_even, whole_run
+from .costs import CostCurve, curve_key
 from ..methods import REGISTRY
 from ..methods.lookahead import fed_tokens as lookahead_fed
 from ..trace import Trace
@@ -133,8 +136,7 @@ def break_even_rows(curve: CostCurve, overhead: float = 0.0) -> list[dict]:
             fed = lookahead_fed(params["W"], params["N"], params["G"])
             cost = curve.relative_cost(fed)
         out.append({"setting": label(method, params), "fed per step": round(fed, 1), "step cost": round(cost, 2),
-                    "break-even tokens/step": round(break_even(fed, curve, overhead) if method != "jacobi"
-                                                    else cost * (1 - (curve.ar_overhead or 0)) / (1 - overhead), 2)})
+                    "break-even tokens/step": round(break_even(cost, overhead, curve.ar_overhead or 0.0), 2)})
     return out
 
 
@@ -147,34 +149,38 @@ def what_if(trace: Trace, curve: CostCurve, ar: Trace | None = None) -> list[dic
         return []
     W, N, G = (int(trace.params[k]) for k in ("W", "N", "G"))
     base = account(trace, curve, ar)
-    o_ar = base.ar_overhead
     out = []
     for n2 in range(2, N + 1):
         for g2 in sorted({1, max(G // 2, 1), G}):
-            tokens, fed = 0, []
-            for s in trace.steps:
-                la = s.lookahead
-                if la is None:
-                    tokens += len(s.tokens)
-                    fed.append(s.fed)
-                    continue
-                newest = list(range(len(la.candidates)))[-g2:] if g2 else []
-                extra = max((min(la.matched[i], n2 - 1) for i in newest), default=0)
-                tokens += 1 + extra
-                fed.append(lookahead_fed(W, n2, len(newest), min(len(la.window), n2 - 1)))
+            tokens, fed = _replay(trace, W, n2, g2)
             tps = tokens / len(fed)
             cost = sum(curve.relative_cost(k) for k in fed) / len(fed)
             decode = tps / cost * base.overhead_factor
-            f = base.prefill_share
             out.append({"setting": label("lookahead", {"W": W, "N": n2, "G": g2}), "W": W, "N": n2, "G": g2,
                         "this run": n2 == N and g2 == G, "tokens/step": round(tps, 3), "fed per step": round(sum(fed) / len(fed), 1),
-                        "step cost": round(cost, 3), "predicted speedup": round(1 / (f + (1 - f) / decode), 3),
-                        "break-even tokens/step": round(cost * (1 - o_ar) / (1 - base.overhead), 3)})
+                        "step cost": round(cost, 3), "predicted speedup": round(whole_run(decode, base.prefill_share), 3),
+                        "break-even tokens/step": round(break_even(cost, base.overhead, base.ar_overhead), 3)})
     out.sort(key=lambda d: -d["predicted speedup"])
     return out
 
 
-# ---- the command line ---------------------------------------------------------------------------
+def _replay(trace: Trace, W: int, n2: int, g2: int) -> tuple[int, list[int]]:
+    """Tokens committed by the steps, and the tokens each step would feed, of ``trace`` replayed
+    with N = n2 and G = g2 (the newest g2 candidates, each cut to n2 - 1 tokens)."""
+    tokens, fed = 0, []
+    for s in trace.steps:
+        la = s.lookahead
+        if la is None:
+            tokens += len(s.tokens)
+            fed.append(s.fed)
+            continue
+        newest = list(range(len(la.candidates)))[-g2:] if g2 else []
+        tokens += 1 + max((min(la.matched[i], n2 - 1) for i in newest), default=0)
+        fed.append(lookahead_fed(W, n2, len(newest), min(len(la.window), n2 - 1)))
+    return tokens, fed
+
+
+# ---- results of `python -m decoding tune` ---------------------------------------------------
 def tune_path(curve: CostCurve):
     """Where `python -m decoding tune` leaves its last ranking for the app."""
     from ..model import cache_dir
@@ -203,51 +209,22 @@ def format_ranking(ranked: list[dict], curve: CostCurve) -> str:
     return "\n".join(lines)
 
 
-def cli_tune(a, prompt_rows: list[dict]) -> int:
-    import json
-    import sys
+def tune_result(curve: CostCurve, ranked: list[dict], max_new_tokens: int, chat: bool, prompts: int) -> dict:
+    """What `python -m decoding tune` keeps for the app (find_tune_result reads it back)."""
+    return {"model_id": curve.model_id, "regime": curve.regime, "curve": curve.to_dict(), "max_new_tokens": max_new_tokens,
+            "chat": chat, "prompts": prompts, "ranking": ranked,
+            "recommended": {m: r["setting"] for m, r in recommend(ranked).items()}}
 
-    from .costs import load_or_measure
-    from ..model import load_model
 
-    methods = [m for m in a.methods.split(",") if m]
-    for m in methods:
-        if m not in GRID:
-            from ..io import UsageError
-
-            raise UsageError(f"tune knows {', '.join(GRID)}, not {m!r}")
-    lm = load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
-
-    def say(frac: float, msg: str) -> None:
-        print(f"[{frac:4.0%}] {msg}", file=sys.stderr, flush=True)
-
-    curve = load_or_measure(lm, progress=say, force=a.remeasure)
-    from ..loop import decode
-
-    decode(lm, lm.encode("Hello there, how are you?", chat=a.chat), "ar", {}, 8)  # warm-up
-    prompts = [{"id": r["id"], "category": r["category"], "ids": lm.encode(r["prompt"], chat=a.chat)} for r in prompt_rows]
-    rows = run_grid(lm, prompts, settings_grid(methods), a.max_new_tokens, progress=say)
-    ranked = rank(rows, curve, by_category=True) + rank(rows, curve)
-    print(format_ranking(ranked, curve))
-    result = {"model_id": curve.model_id, "regime": curve.regime, "curve": curve.to_dict(), "max_new_tokens": a.max_new_tokens,
-              "chat": a.chat, "prompts": len(prompts), "ranking": ranked,
-              "recommended": {m: r["setting"] for m, r in recommend(ranked).items()}}
+def save_tune_result(result: dict, curve: CostCurve) -> None:
     path = tune_path(curve)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(result | {"runs": rows}, f)
-    return 0
 
 
 def find_tune_result(model_id: str, device: str, shipped: tuple = ()) -> tuple[dict, str] | None:
     """The latest `python -m decoding tune` result for this model/device (cache folder first, then
     the ``shipped`` files), as (result, where it came from)."""
-    import json
-    from pathlib import Path
-
-    from .costs import curve_key
     from ..model import cache_dir
 
     prefix = curve_key(model_id, device, "x", 0).split("__x__")[0] + "__"

@@ -1,0 +1,91 @@
+"""Measuring the step-cost curve: time forwards over k new tokens on a loaded model, and a short
+AR decode for the loop's overhead. Needs torch and a LoadedModel; the curve is cached per model,
+device, dtype and thread count (perf/costs.py)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+from .costs import DEFAULT_CONTEXT, DEFAULT_KS, CostCurve, cached_curve, curve_path
+
+
+def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: int = 5,
+                  progress: Callable[[float, str], None] | None = None, ar_tokens: int = 24) -> CostCurve:
+    """Time one forward over k new tokens (all logits, plain causal mask) on top of ``context``
+    cached tokens, for each k: median of ``repeats`` rounds after a warm-up round; then a short AR decode for
+    the share of an AR step spent outside the forward."""
+    import torch
+
+    ks = sorted({int(k) for k in ks} | {1})
+    model = lm.model
+    limit = getattr(model.config, "max_position_embeddings", None) or 10**9
+    context = max(1, min(context, limit - max(ks) - 1))
+    vocab = model.get_input_embeddings().num_embeddings
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, context + max(ks)), generator=g).to(model.device)
+    say = progress or (lambda frac, msg: None)
+    times = _time_forwards(model, ids, context, ks, repeats + 1, say)
+    say(1 - 1 / (len(ks) * (repeats + 1) + 1), f"a short AR decode ({ar_tokens} tokens) for the loop overhead")
+    ar_overhead = _ar_overhead(lm, ids[0, :min(context, 64)].tolist(), ar_tokens) if ar_tokens else None
+    say(1.0, "done")
+    return CostCurve(model_id=lm.model_id, device=str(lm.device), dtype=str(lm.dtype), threads=torch.get_num_threads(),
+                     context=context, ks=ks, seconds=[statistics.median(times[k]) for k in ks], repeats=repeats,
+                     ar_overhead=ar_overhead, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+
+
+def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) -> dict[int, list[float]]:
+    """k -> seconds of one forward over ids[context:context + k] after the first ``context`` ids,
+    one per round but the first (a warm-up)."""
+    import torch
+    from transformers import DynamicCache
+
+    from ..loop import cache_kw
+
+    kw = cache_kw(type(model))
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    times: dict[int, list[float]] = {k: [] for k in ks}
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{kw: cache})
+        # rounds over all k (not all repeats of one k in a row), so a burst of load elsewhere on
+        # the machine spreads over the whole curve instead of bending one point of it
+        for r in range(rounds):
+            for i, k in enumerate(ks):
+                say((r * len(ks) + i) / (rounds * len(ks) + 1), f"round {r + 1}/{rounds}: forward over {k} new tokens")
+                sync()
+                t0 = time.perf_counter()
+                model(input_ids=ids[:, context:context + k], use_cache=True, **{kw: cache})
+                sync()
+                if r:
+                    times[k].append(time.perf_counter() - t0)
+                cache.crop(-k)  # back to the context
+    return times
+
+
+def _ar_overhead(lm, prompt_ids: list[int], tokens: int) -> float | None:
+    """The share of an AR step spent outside the forward, from a short AR decode (None if too short)."""
+    from ..loop import decode
+
+    tr = decode(lm, prompt_ids, "ar", {}, tokens, record=False)
+    step_s = tr.seconds - tr.prefill_seconds
+    if tr.n_steps >= 4 and step_s > 0:
+        return max(0.0, (step_s - tr.forward_seconds) / step_s)
+    return None
+
+
+def load_or_measure(lm, progress=None, force: bool = False, **kw) -> CostCurve:
+    """The cached curve for this model/device/dtype/threads, measured (and cached) if missing."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if not force:
+        c = cached_curve(lm.model_id, str(lm.device), str(lm.dtype), threads)
+        if c is not None:
+            return c
+    c = measure_curve(lm, progress=progress, **kw)
+    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads))
+    return c
