@@ -41,18 +41,29 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
                            help=f"{who}: {prm.help} [{prm.default}; {prm.lo}..{prm.hi}]")
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
+def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> None:
+    """The model, where it runs, the chat template and the output length."""
     p.add_argument("--model", default=None, help="HF model id in the local cache or a local folder (default: the bundled SmolLM2-135M)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--chat", action="store_true", help="wrap the prompt as one user message in the model's chat template")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
+    p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+
+
+def _add_decode_args(p: argparse.ArgumentParser) -> None:
+    """The method parameters and the sampling options."""
     add_method_args(p)
     s = p.add_argument_group(f"sampling ({', '.join(SAMPLING_METHODS)}; temperature 0 = greedy, the default)")
     s.add_argument("--temperature", type=float, default=0.0, help="> 0 samples; the output is distributed as AR sampling")
     s.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: off)")
     s.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of tokens with this much probability (1: off)")
     s.add_argument("--sample-seed", type=int, default=0, help="seed of the sampling generator (runs are reproducible)")
+
+
+def _add_prompts_args(p: argparse.ArgumentParser, per_category: int) -> None:
+    p.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
+    p.add_argument("--per-category", type=int, default=per_category, help="take the first K prompts of each category (0: all)")
+    p.add_argument("--categories", default="", help="comma list of categories to keep")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,28 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--method", choices=tuple(REGISTRY), default="lookahead")
     g.add_argument("--prompt", required=True)
     _add_model_args(g)
+    _add_decode_args(g)
     g.add_argument("--trace", help="write the trace JSON here")
     g.add_argument("--json", action="store_true", help="print a JSON summary instead of the text")
     b = sub.add_parser("bench", help="run methods over a prompts file and print a table per method and category")
-    b.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
+    _add_prompts_args(b, per_category=0)
     b.add_argument("--methods", default="ar,jacobi,lookahead,pld",
                    help=f"comma list of {', '.join(REGISTRY)} and 'generate' (transformers' model.generate greedy)")
     _add_model_args(b)
+    _add_decode_args(b)
     b.add_argument("--out", help="write one JSON line per (prompt, method) here")
-    b.add_argument("--per-category", type=int, default=0, help="take the first K prompts of each category (0: all)")
-    b.add_argument("--categories", default="", help="comma list of categories to keep")
     b.add_argument("--overhead", action="store_true", help="also run each method with recording off and report the recording overhead")
     b.add_argument("--resume", action="store_true", help="append to --out, skipping the (prompt, method) runs it already holds")
-    t = sub.add_parser("tune", help="rank W, N, G (lookahead) and n (Jacobi) settings by predicted and measured speedup on this device")
-    t.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
-    t.add_argument("--methods", default="jacobi,lookahead", help="comma list of jacobi, lookahead")
-    t.add_argument("--model", default=None, help="HF model id in the local cache or a local folder (default: the bundled SmolLM2-135M)")
-    t.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
-    t.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
-    t.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
-    t.add_argument("--max-new-tokens", type=int, default=64)
-    t.add_argument("--per-category", type=int, default=1, help="take the first K prompts of each category (0: all)")
-    t.add_argument("--categories", default="", help="comma list of categories to keep")
+    t = sub.add_parser("tune", help="rank the settings of each method's tuning grid by predicted and measured speedup on this device")
+    _add_prompts_args(t, per_category=1)
+    t.add_argument("--methods", default="jacobi,lookahead",
+                   help=f"comma list of {', '.join(m for m, s in REGISTRY.items() if s.grid)}")
+    _add_model_args(t, max_new_tokens=64)
     t.add_argument("--remeasure", action="store_true", help="measure the step-cost curve again even if it is cached")
     t.add_argument("--out", help="write the runs and the ranking as JSON here")
     return p
@@ -94,7 +100,7 @@ def cmd_tune(a) -> int:
 
     _check_max_new(a)
     methods = [m for m in a.methods.split(",") if m]
-    tunable = [m for m, s in REGISTRY.items() if s.grid]
+    tunable = [m for m, spec in REGISTRY.items() if spec.grid]
     for m in methods:
         if m not in tunable:
             raise UsageError(f"tune knows {', '.join(tunable)}, not {m!r}")

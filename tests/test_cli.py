@@ -76,27 +76,28 @@ def test_tune_ranks_every_setting_per_category(lm, tmp_path, capsys):
     rows = [{"question_id": i, "category": cat, "turns": [f"{cat} {cat} prompt {i}"]} for i, cat in enumerate("aab")]
     prompts.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = tmp_path / "tune.json"
-    code = cli.main(["tune", "--prompts", str(prompts), "--methods", "jacobi,lookahead", "--max-new-tokens", "8",
+    code = cli.main(["tune", "--prompts", str(prompts), "--methods", "jacobi,lookahead,pld", "--max-new-tokens", "8",
                      "--per-category", "1", "--out", str(out)])
     assert code == 0
     text = capsys.readouterr().out
     res = json.loads(out.read_text())
-    settings = tune.settings_grid(("jacobi", "lookahead"))
+    methods = ("jacobi", "lookahead", "pld")
+    settings = tune.settings_grid(methods)
     labels = {tune.label(m, p) for m, p in settings}
-    assert len(labels) == len(settings) == len(REGISTRY["jacobi"].grid) + len(REGISTRY["lookahead"].grid)
+    assert len(labels) == len(settings) == sum(len(REGISTRY[m].grid) for m in methods)
     assert res["curve"] == curve.to_dict() and res["prompts"] == 2  # the cached curve, one prompt per category
     for cat in ("a", "b", "ALL"):
         ranked = [r for r in res["ranking"] if r["category"] == cat]
         assert {r["setting"] for r in ranked} == labels, cat
         assert all(r["prompts"] == (2 if cat == "ALL" else 1) and r["exact"] and r["predicted"] > 0 for r in ranked)
-        for m in ("jacobi", "lookahead"):  # best predicted first within each method
+        for m in methods:  # best predicted first within each method
             preds = [r["predicted"] for r in ranked if r["method"] == m]
             assert preds == sorted(preds, reverse=True)
-    assert set(res["recommended"]) == {"jacobi", "lookahead"}
+    assert set(res["recommended"]) == set(methods)
     assert len(res["runs"]) == 2 * (1 + len(settings)) and all(r["matches_ar"] for r in res["runs"])
     for label in labels:
         assert label in text
-    assert text.count("RECOMMENDED") == 3 * 2  # per category and method
+    assert text.count("RECOMMENDED") == 3 * len(methods)  # per category and method
     found = tune.find_tune_result(lm.model_id, "cpu")
     assert found is not None and found[0]["ranking"] == res["ranking"]
 
