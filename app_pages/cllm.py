@@ -8,7 +8,7 @@ import streamlit as st
 
 from decoding.trace import Trace
 from app_pages.common import ui
-from viz import cllm as vc
+from viz import cllm as vc, jacobi
 from viz import style
 
 CLLM_ASSETS = ui.ASSETS / "cllm"
@@ -99,6 +99,7 @@ blocks = vc.common_blocks(base, cllm)
 if blocks:
     block = ui.pick("Block", {f"block {b}": b for b in blocks}, key="cllm_block")
     ui.chart(vc.side_by_side, base, cllm, block, key="cllm_anim")
+    st.markdown(jacobi.DEFINITIONS)
 else:
     st.warning("These traces have no Jacobi blocks in common (recording was off?).")
 ui.chart(vc.iterations_figure, base, cllm, key="cllm_iters")

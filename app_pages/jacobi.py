@@ -7,7 +7,8 @@ from app_pages.common import ui
 from viz import jacobi, style
 
 st.title("Jacobi decoding")
-st.markdown("A block of n guesses is refined in parallel: each iteration feeds the block in one forward pass "
+st.markdown("A block of n tokens (the current one and n − 1 guesses) is refined in parallel: each iteration feeds "
+            "the block in one forward pass "
             "and replaces every guess with the model's prediction at the position before it. The longest prefix "
             "that stops changing is committed. Press **Play**.")
 t = ui.trace_for("jacobi")
@@ -16,17 +17,20 @@ if t is not None:
     if not blocks:
         st.warning("This trace has no Jacobi records (recording was off).")
         st.stop()
-    iters = {b.index: b.iterations for b in t.blocks}
+    iters = {c["block"]: c["iterations"] for c in analysis.jacobi_counts(t)}  # as the counts figure
     block = ui.pick("Block", {f"block {b} · {iters.get(b, '?')} iterations": b for b in blocks}, key="jacobi_block")
     spans = style.pages(len(analysis.jacobi_iterations(t, block)) + 1)
     page = 0
     if len(spans) > 1:
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
+    st.markdown(jacobi.DEFINITIONS)
     ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
+    st.markdown(jacobi.counts_sentence(t))
     left, right = st.columns([3, 2])
     with left:
         ui.chart(jacobi.counts_figure, t, key="jacobi_counts")
     with right:
-        st.markdown("**Iterations per block, fast-forwarded and stationary tokens**")
+        st.markdown("**Per block: tokens, iterations, fast-forwarded and stationary tokens** (extra_committed: "
+                    "tokens committed beyond one per iteration)")
         st.dataframe(analysis.jacobi_counts(t), hide_index=True)

@@ -60,60 +60,95 @@ def jacobi_fixed_point(trace: Trace, block: int) -> list[int]:
     raise KeyError(f"no Jacobi block {block} in this trace")
 
 
-def jacobi_cell_states(trace: Trace, block: int) -> list[list[str]]:
-    """One row per iteration of ``block``: the state of each position as the iteration fed it.
+def jacobi_states(trace: Trace, block: int) -> list[list[int]]:
+    """The block's states y(0) .. y(K): y(0) is the initial guess (what iteration 1 fed), y(k) the
+    block after iteration k (what iteration k + 1 fed); K = the block's iterations."""
+    its = jacobi_iterations(trace, block)
+    return [list(it.before) for it in its] + [list(its[-1].after)] if its else []
 
-    "committed": committed by an earlier iteration; "new": committed by this iteration as its
-    first token (the one AR would also get); "fast_forward": committed by this iteration beyond
-    its first token; "stationary": already equal to the fixed point while an earlier position is
-    wrong, and unchanged until committed; "correct": equal to the fixed point otherwise; "wrong".
+
+def _right_prefix(state: list[int], fixed: list[int]) -> int:
+    """Length of the longest prefix of ``state`` that equals the fixed point."""
+    n = 0
+    while n < min(len(state), len(fixed)) and state[n] == fixed[n]:
+        n += 1
+    return n
+
+
+def jacobi_commits(trace: Trace, block: int) -> list[list[int]]:
+    """Per state y(k) (see ``jacobi_states``): the block positions whose tokens the iteration that
+    produced it committed to the output (y(0): none; the block's position 0 came before it).
+
+    Iteration k feeds the block from its current token (position ``start``) on and commits
+    ``committed`` tokens: the guesses it confirmed, then the model's own next token after them, at
+    positions start + 1 .. start + committed (the last may be the next block's first token)."""
+    out: list[list[int]] = [[]]
+    for it in jacobi_iterations(trace, block):
+        out.append([p for p in range(it.start + 1, it.start + it.committed + 1) if p < len(it.after)])
+    return out
+
+
+def jacobi_cell_states(trace: Trace, block: int) -> list[list[str]]:
+    """One row per state y(0) .. y(K) of ``block`` (``jacobi_states``): CLLM's reading of each position.
+
+    The forward of iteration k turns y(k-1) into y(k) and extends the right prefix (positions equal
+    to the fixed point) from L(y(k-1)) to L(y(k)). In row k:
+    "committed": committed to the output by an earlier iteration, or confirmed by this one (a guess
+    right in y(k-1) that this iteration committed; ``jacobi_commits`` says which);
+    "new": position L(y(k-1)), the token this forward got right as AR would (always right);
+    "fast_forward": a further position of the extended prefix that was wrong in y(k-1): this one
+    forward made several consecutive tokens right (CLLM's fast-forwarding). They are committed by
+    the next iteration, which feeds and confirms them;
+    "stationary": right while an earlier position is wrong and unchanged in every later state, or
+    such a token joining the prefix now (it was right before this forward, so not fast-forwarded);
+    "correct": right otherwise (e.g. a guess right by chance at the front of y(0)); "wrong".
     """
     its = jacobi_iterations(trace, block)
     fixed = jacobi_fixed_point(trace, block)
+    states = jacobi_states(trace, block)
     rows = []
-    for i, it in enumerate(its):
-        state = it.before
-        right = [p < len(fixed) and state[p] == fixed[p] for p in range(len(state))]
-        row = []
-        for p in range(len(state)):
-            if p < it.start:
-                row.append("committed")
-            elif p < it.start + it.committed:
-                row.append("new" if p == it.start else "fast_forward")
-            elif not right[p]:
-                row.append("wrong")
-            elif any(not right[q] for q in range(it.start, p)) and _unchanged_until_commit(its, i, p):
-                row.append("stationary")
-            else:
-                row.append("correct")
-        rows.append(row)
+    for k, y in enumerate(states):
+        start = its[k - 1].start if k else 0
+        lo = _right_prefix(states[k - 1], fixed) if k else 0
+        hi = _right_prefix(y, fixed)
+        rows.append([_cell_state(states, fixed, k, p, start, lo, hi) for p in range(len(y))])
     return rows
 
 
-def _unchanged_until_commit(its: list, i: int, p: int) -> bool:
-    tok = its[i].before[p]
-    for it in its[i:]:
-        if it.before[p] != tok:
-            return False
-        if p < it.start + it.committed:
-            return True
-    return its[-1].after[p] == tok if p < len(its[-1].after) else False
+def _cell_state(states: list[list[int]], fixed: list[int], k: int, p: int, start: int, lo: int, hi: int) -> str:
+    y = states[k]
+    right = p < len(fixed) and y[p] == fixed[p]
+    if p <= start or (k and p < lo):
+        return "committed"
+    if k and p == lo and right:
+        return "new"
+    if k and p < hi:
+        return "fast_forward" if states[k - 1][p] != fixed[p] else "stationary"
+    if not right:
+        return "wrong"
+    stays = all(p < len(later) and later[p] == y[p] for later in states[k:])
+    return "stationary" if p > hi and stays else "correct"
 
 
 def jacobi_counts(trace: Trace) -> list[dict]:
-    """Per block: iterations, fast-forwarded tokens (committed beyond the first token of an
-    iteration) and stationary tokens (positions stationary at some iteration)."""
+    """Per block, by CLLM's definitions (``jacobi_cell_states``): iterations; tokens its iterations
+    committed (AR needs one forward pass per token: so a block in which no guess is ever right
+    early takes as many iterations as it commits tokens, n for a full block); fast-forwarded tokens
+    (made right in one forward together with the token before them); stationary tokens (positions
+    stationary in some state); and extra_committed: tokens committed beyond one per iteration (the
+    source of the speedup: confirmed fast-forwarded, stationary and lucky guesses)."""
     out = []
     for b in trace.blocks:
         its = jacobi_iterations(trace, b.index)
         rows = jacobi_cell_states(trace, b.index) if its else []
-        stationary = {p for row in rows for p, s in enumerate(row) if s == "stationary"}
         out.append({
             "block": b.index,
             "size": len(b.fixed_point),
             "iterations": len(its),
-            "fast_forwarded": sum(max(it.committed - 1, 0) for it in its),
-            "stationary": len(stationary),
+            "tokens": sum(len(s.tokens) for s in trace.steps if s.jacobi is not None and s.jacobi.block == b.index),
+            "fast_forwarded": sum(row.count("fast_forward") for row in rows),
+            "stationary": len({p for row in rows for p, s in enumerate(row) if s == "stationary"}),
+            "extra_committed": sum(max(it.committed - 1, 0) for it in its),
         })
     return out
 

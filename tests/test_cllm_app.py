@@ -13,7 +13,8 @@ from decoding.loop import decode
 from decoding.trace import Trace
 from tiny import ByteTokenizer, tiny_lm
 from viz import cllm as vc
-from viz.jacobi import trajectory
+from viz.jacobi import block_view
+from viz.style import JACOBI_STATES
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -46,18 +47,17 @@ def test_summary_rows_add_up_the_analysis(pair):
 def test_side_by_side_frames_move_both_rows_in_step(pair):
     a, b = pair
     fig = vc.side_by_side(a, b, 1)
-    ra, _, fa = trajectory(a, 1)
-    rb, _, fb = trajectory(b, 1)
-    assert len(fig.frames) == max(len(ra), len(rb))
+    va, vb = block_view(a, 1), block_view(b, 1)
+    assert len(fig.frames) == max(len(va.rows), len(vb.rows))
     for k, fr in enumerate(fig.frames):
         assert list(fr.traces) == [0, 1]
         # a finished model holds its last state
-        assert list(fr.data[0].x) == list(range(len(ra[min(k, len(ra) - 1)])))
-        assert list(fr.data[0].marker.color) == list(
-            vc._cells(ra[min(k, len(ra) - 1)], trajectory(a, 1)[1][min(k, len(ra) - 1)], fa, {}, 3)["marker"]["color"])
-        assert list(fr.data[1].marker.color) == list(
-            vc._cells(rb[min(k, len(rb) - 1)], trajectory(b, 1)[1][min(k, len(rb) - 1)], fb, {}, 1)["marker"]["color"])
-        assert f"iteration {k + 1}" in fr.layout.title.text
+        ka, kb = min(k, len(va.rows) - 1), min(k, len(vb.rows) - 1)
+        assert list(fr.data[0].x) == list(range(len(va.rows[ka])))
+        assert list(fr.data[0].marker.color) == [JACOBI_STATES[s][0] for s in va.states[ka]]
+        assert list(fr.data[1].marker.color) == [JACOBI_STATES[s][0] for s in vb.states[kb]]
+        assert ("initial guess" if k == 0 else f"iteration {k}") in fr.layout.title.text
+    fa, fb = va.fp, vb.fp
     assert len(fig.data[2].x) == len(fa) and len(fig.data[3].x) == len(fb)
     # token text is escaped: the tiny tokenizer's pieces look like tags ("<5>")
     labels = [t for d in fig.data[:4] for t in d.text] + [h for d in fig.data[:4] for h in d.hovertext]
@@ -74,6 +74,20 @@ def test_iterations_figure_has_both_models(pair):
     fig = vc.iterations_figure(*pair)
     bars = [d for d in fig.data if d.type == "bar"]
     assert [list(d.y) for d in bars] == [[c["iterations"] for c in analysis.jacobi_counts(t)] for t in pair]
+
+
+def test_iterations_figure_states_the_blocks_count_from_the_analysis():
+    """Issue 11, error 3: the title said a block without fast-forward takes n - 1 iterations; the
+    shipped traces (n = 16) show 16. The number now comes from jacobi_counts, and it holds."""
+    base = Trace.load(str(ASSETS / "base_jacobi.json"))
+    cllm = Trace.load(str(ASSETS / "cllm_jacobi.json"))
+    n = base.params["n"]
+    title = vc.iterations_figure(base, cllm).layout.title.text
+    assert f"a full block commits {n} tokens: {n} iterations if no guess" in title
+    counts = analysis.jacobi_counts(base) + analysis.jacobi_counts(cllm)
+    plain = [c for c in counts if c["extra_committed"] == 0]
+    assert plain and all(c["iterations"] == c["tokens"] for c in plain)
+    assert any(c["iterations"] == n for c in plain)
 
 
 def test_training_curves_smooth_the_rows():

@@ -14,9 +14,10 @@ import pytest
 
 from decoding.perf.account import account
 from decoding.perf.costs import CostCurve, curve_path, find_curve
+from decoding import analysis
 from decoding.trace import Trace
 from viz import explain, lecture
-from viz_traces import ar_trace, jacobi_trace, lookahead_trace
+from viz_traces import ar_trace, jacobi_ff_trace, jacobi_trace, lookahead_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_ID = "SmolLM2-135M-Instruct (Q4_1 GGUF, bundled)"
@@ -81,10 +82,35 @@ def test_find_curve_prefers_the_cache_then_the_shipped_file(tmp_path, monkeypatc
 def test_jacobi_lecture_narrates_the_hand_made_block():
     steps = lecture.jacobi_lecture(jacobi_trace())
     titles = [s.title for s in steps]
-    assert titles[0] == "Guess a whole block at once" and "3 tokens at once" in steps[0].text
-    ff = next(s for s in steps if s.title.startswith("Fast-forward"))
-    assert ff.frame == "2" and ff.boxes == [(2, 3, 1, 1)] and "These 2 tokens converged" in ff.text
+    assert titles[:2] == ["Decoding as solving equations", "Guess a whole block at once"]
+    assert "3 tokens at once" in steps[1].text
+    st = next(s for s in steps if s.title.startswith("A stationary token"))
+    assert st.frame == "1" and st.boxes == [(3, 3, 1, 1)]
+    assert not any(s.title.startswith("Fast-forward") for s in steps)  # 13 is stationary, not fast-forwarded
     assert titles[-1] == "The block's fixed point"
+
+
+def test_jacobi_lecture_fast_forward_at_the_forward_that_made_it():
+    """Issue 11, error 2: the slide shows the state after iteration 1, whose forward made 11 12 13 right."""
+    steps = lecture.jacobi_lecture(jacobi_ff_trace())
+    ff = next(s for s in steps if s.title.startswith("Fast-forward"))
+    assert ff.title == "Fast-forward at iteration 1" and ff.frame == "1" and ff.boxes == [(1, 3, 1, 1)]
+    assert "made 3 consecutive tokens right" in ff.text and "Iteration 2 feeds them" in ff.text
+
+
+def test_jacobi_lecture_counts_come_from_the_analysis():
+    """Issue 11, error 3: the fixed-point slide states the block's tokens, AR's forward passes for
+    them and Jacobi's iterations as decoding.analysis.jacobi_counts has them (it said len(fixed
+    point) - 1 forward passes for AR)."""
+    for t in (jacobi_trace(), jacobi_ff_trace()):
+        c = analysis.jacobi_counts(t)[0]
+        last = lecture.jacobi_lecture(t)[-1]
+        assert f"committed {c['tokens']} tokens; AR needs {c['tokens']} forward passes" in last.text
+        assert f"Jacobi needed {c['iterations']} ({c['fast_forwarded']} fast-forwarded" in last.text
+        opening = lecture.jacobi_lecture(t)[0]
+        n = t.params["n"]
+        assert f"solves {n} equations" in opening.text and f"at most {n} iterations" in opening.text
+        assert max(x["tokens"] for x in analysis.jacobi_counts(t)) <= n
 
 
 def test_lookahead_lecture_finds_the_harvested_ngram_that_verifies():
@@ -93,6 +119,20 @@ def test_lookahead_lecture_finds_the_harvested_ngram_that_verifies():
     v = next(s for s in steps if "verifies" in s.title)
     # (11 12 13) was added by step 0's ops and accepted at step 1: harvested 1 step ago
     assert v.frame == "1" and "1 step ago" in v.text and "(step 0)" in v.text
+
+
+def test_lookahead_lecture_counts_come_from_the_trace():
+    """Issue 11, error 3: the numbers in words are the ones the figures use: the window filled in
+    the steps whose window has fewer than N - 1 levels, the steps that committed more than one token
+    (Compare's histogram), the fed counts (Explain's cost figure)."""
+    t = lookahead_trace()
+    steps = lecture.lookahead_lecture(t)
+    assert "fill during the first 1 step:" in steps[0].text  # step 0 has 1 of 2 levels
+    last = steps[-1].text
+    hist = analysis.accepted_histogram(t)
+    assert f"{sum(v for k, v in hist.items() if k > 1)} step committed more than one token" in last
+    fed = [s.fed for s in t.steps]
+    assert f"fed {min(fed)}–{max(fed)} tokens" in last
 
 
 def test_lecture_text_escapes_model_text():

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from decoding import analysis
-from tests.viz_traces import ar_trace, jacobi_trace, lookahead_trace
+from tests.viz_traces import ar_trace, jacobi_ff_trace, jacobi_trace, lookahead_trace
 from viz import compare, jacobi, lookahead, style
 from viz.style import JACOBI_STATES, PROVENANCE
 
@@ -45,27 +45,46 @@ def test_token_texts_cover_prompt_and_output_and_fall_back_to_id():
 def test_jacobi_animation_frames_and_cells():
     t = jacobi_trace()
     fig = jacobi.block_animation(t, 0)
-    # one frame per iteration (the block as it was fed) + the final state, named in order
+    # one frame per state: the initial guess, then the block after each of the 3 iterations
     assert [f.name for f in fig.frames] == ["0", "1", "2", "3"]
     f0 = fig.frames[0].data[0]
     # frame 0: the initial guess [10 | 2 3 1] against the fixed point [10 11 12 13]
-    assert list(f0.marker.color)[1:] == [colour("wrong")] * 3
+    assert list(f0.marker.color) == [colour("committed")] + [colour("wrong")] * 3
     assert list(f0.text) == ["␣x", "␣B", "␣&lt;C&gt;", "A"]
-    # frame 1 ([10 11 5 13] as iteration 1 fed it): 5 is wrong, 13 is already right behind it
-    # and never changes before it is committed: stationary
+    assert "initial guess" in fig.frames[0].layout.title.text
+    # frame 1 = after iteration 1 ([10 11 5 13]): 11 made right as AR would, and committed (outlined);
+    # 5 is wrong, 13 is already right behind it and never changes: stationary, not fast-forwarded
     f1 = fig.frames[1].data[0]
-    assert f1.marker.color[2] == colour("wrong")
-    assert f1.marker.color[3] == colour("stationary")
+    assert list(f1.marker.color) == [colour(s) for s in ("committed", "new", "wrong", "stationary")]
+    assert list(f1.marker.line.width) == [1, 5, 1, 1]
     assert f1.text[1] == "␣&lt;b&gt;"  # model text is escaped
-    # frame 2: iteration 3 commits two tokens: a fast-forward
-    assert colour("fast_forward") in list(fig.frames[2].data[0].marker.color)
-    assert "fast-forward" in fig.frames[2].layout.title.text
-    # every iteration frame follows decoding.analysis' states
+    # frame 2: 12 made right; 13 joins the right prefix without being fast-forwarded
+    f2 = fig.frames[2].data[0]
+    assert list(f2.marker.color) == [colour(s) for s in ("committed", "committed", "new", "stationary")]
+    assert colour("fast_forward") not in list(f2.marker.color)
+    # every frame follows decoding.analysis' states and commits
+    commits = analysis.jacobi_commits(t, 0)
     for k, row in enumerate(analysis.jacobi_cell_states(t, 0)):
         assert list(fig.frames[k].data[0].marker.color) == [colour(s) for s in row]
+        assert [i for i, w in enumerate(fig.frames[k].data[0].marker.line.width) if w == 5] == commits[k]
     # the last frame: the fixed point, all committed
     assert list(fig.frames[-1].data[0].marker.color) == [colour("committed")] * 4
     assert "fixed point" in fig.frames[-1].layout.title.text
+
+
+def test_jacobi_fast_forward_is_shown_at_the_forward_that_made_it():
+    """Issue 11, error 2: iteration 1's forward makes 11, 12, 13 right at once: frame 1 (after
+    iteration 1) shows 12 and 13 fast-forwarded; iteration 2 commits them (outlined in frame 2)."""
+    t = jacobi_ff_trace()
+    fig = jacobi.block_animation(t, 0)
+    f1, f2 = fig.frames[1].data[0], fig.frames[2].data[0]
+    assert list(f1.marker.color) == [colour(s) for s in ("committed", "new", "fast_forward", "fast_forward", "wrong")]
+    assert list(f1.marker.line.width) == [1, 5, 1, 1, 1]  # only 11 is committed by iteration 1
+    assert "2 fast-forwarded" in fig.frames[1].layout.title.text
+    assert colour("fast_forward") not in list(f2.marker.color)
+    assert list(f2.marker.line.width) == [1, 1, 5, 5, 5]  # iteration 2 commits 12 13 and its own 14
+    assert analysis.jacobi_counts(t)[0]["fast_forwarded"] == 2
+    assert jacobi.COMMIT_LEGEND in legend_names(fig)
 
 
 def test_jacobi_animation_has_controls_fixed_axes_and_a_legend_for_every_state():
@@ -74,22 +93,23 @@ def test_jacobi_animation_has_controls_fixed_axes_and_a_legend_for_every_state()
     assert [b.label for b in menu.buttons] == ["▶ Play", "❚❚ Pause"]
     assert menu.buttons[0].args[1]["frame"]["redraw"] is True
     assert [s.args[0][0] for s in fig.layout.sliders[0].steps] == ["0", "1", "2", "3"]
+    assert [s.label for s in fig.layout.sliders[0].steps] == ["guess", "1", "2", "3"]
     assert fig.layout.xaxis.fixedrange and tuple(fig.layout.xaxis.range) == (-0.6, 3.6)
-    assert set(legend_names(fig)) == {label for _, label in JACOBI_STATES.values()}
+    assert set(legend_names(fig)) == {label for _, label in JACOBI_STATES.values()} | {jacobi.COMMIT_LEGEND}
     # the fixed point row (trace 1) shows the block's final tokens
     assert list(fig.data[1].text) == ["␣x", "␣&lt;b&gt;", "&amp;", "↵"]
     json.loads(fig.to_json())  # serialisable
 
 
-def test_jacobi_block_figure_rows_are_iterations():
+def test_jacobi_block_figure_rows_are_states():
     t = jacobi_trace()
     fig = jacobi.block_figure(t, 0)
     cells = fig.data[0]
-    assert len(cells.x) == 4 * 4  # 3 iterations + the final state, n = 4
+    assert len(cells.x) == 4 * 4  # the initial guess + the state after each of 3 iterations, n = 4
     ys = list(cells.y)
-    row2 = [c for c, y in zip(cells.marker.color, ys) if y == 1]  # as iteration 2 fed it
-    assert row2[2:] == [colour("wrong"), colour("stationary")]
-    assert list(fig.layout.yaxis.ticktext) == ["it 1", "it 2", "it 3", "done"]
+    row1 = [c for c, y in zip(cells.marker.color, ys) if y == 1]  # after iteration 1
+    assert row1[2:] == [colour("wrong"), colour("stationary")]
+    assert list(fig.layout.yaxis.ticktext) == ["guess", "after it 1", "after it 2", "after it 3"]
 
 
 def test_jacobi_missing_block_gives_an_explaining_figure():
@@ -97,10 +117,18 @@ def test_jacobi_missing_block_gives_an_explaining_figure():
     assert not fig.frames and "No Jacobi iterations" in fig.layout.annotations[0].text
 
 
-def test_jacobi_counts_figure():
-    fig = jacobi.counts_figure(jacobi_trace())
-    assert [tr.name for tr in fig.data] == ["iterations", "fast-forwarded tokens", "stationary tokens"]
-    assert list(fig.data[0].y) == [3]
+def test_jacobi_counts_figure_and_its_sentence_come_from_one_function():
+    """Issue 11, error 3: the words and the bars read decoding.analysis.jacobi_counts."""
+    t = jacobi_trace()
+    fig = jacobi.counts_figure(t)
+    c = analysis.jacobi_counts(t)[0]
+    assert [tr.name for tr in fig.data] == [name for _, _, name in jacobi.COUNT_BARS]
+    assert [tr.y[0] for tr in fig.data] == [c["tokens"], c["iterations"], c["fast_forwarded"], c["stationary"]]
+    assert (c["tokens"], c["iterations"]) == (4, 3)  # 11 12 13 and the next block's 99
+    assert "a full block commits 4 tokens, so 4 iterations" in fig.layout.title.text
+    words = jacobi.counts_sentence(t)
+    assert "A full block commits 4 tokens" in words and "4 iterations" in words
+    assert "committed 4 tokens in 3 iterations, with 0 fast-forwarded and 1 stationary" in words
 
 
 def test_jacobi_frames_are_paged():

@@ -4,8 +4,16 @@ Jacobi, n = 4, prompt "A B C" (ids 1 2 3), prefill token 10:
     block 0 starts [10 | 2 3 1]     (position 0 = the current token, guesses from the prompt)
     it 0: fed 10 2 3 1  -> argmax 11 5 13 14 -> commits 11            after [10 11 5 13]
     it 1: fed 11 5 13   -> argmax 12 13 14   -> commits 12            after [10 11 12 13]
-    it 2: fed 12 13     -> argmax 13 99      -> 13 unchanged: commits 13 99   (fast-forward)
-    fixed point [10 11 12 13]; output 10 11 12 13 99.
+    it 2: fed 12 13     -> argmax 13 99      -> 13 unchanged: commits 13 99
+    fixed point [10 11 12 13]; output 10 11 12 13 99. 13 became right in iteration 1's forward
+    behind the wrong 5: a stationary token, not a fast-forward (CLLM).
+
+Jacobi with a fast-forward (``jacobi_ff_trace``), n = 5, prefill token 10:
+    it 0: fed 10 2 3 1 2   -> argmax 11 12 13 50  -> commits 11  after [10 11 12 13 50]
+          (one forward made 11, 12, 13 right: 12 and 13 are fast-forwarded)
+    it 1: fed 11 12 13 50  -> argmax 12 13 14 60  -> 12 13 confirmed: commits 12 13 14
+    it 2: fed 14           -> argmax 99           -> commits 99 (the next block's first token)
+    fixed point [10 11 12 13 14]; output 10 11 12 13 14 99.
 
 Lookahead, W = 2, N = 3, G = 2, prefill token 10:
     step 0: window [[1 2]] (filling), no candidates -> commits 11
@@ -38,6 +46,23 @@ def jacobi_trace() -> Trace:
     t.steps = [Step(i, 4 - i, toks[i], 0.01, 0.008, jacobi=r, origins=origins[i]) for i, r in enumerate(recs)]
     t.blocks = [JacobiBlock(0, 0, [10, 11, 12, 13], 3)]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 5
+    return t
+
+
+def jacobi_ff_trace() -> Trace:
+    t = _base("jacobi", {"n": 5, "seed": 0})
+    t.output_ids = [10, 11, 12, 13, 14, 99]
+    t.output_pieces = [" x", " y", " z", " w", "!", " v"]
+    recs = [
+        JacobiRecord(0, 0, 0, [10, 2, 3, 1, 2], [10, 11, 12, 13, 50], 1),
+        JacobiRecord(0, 1, 1, [10, 11, 12, 13, 50], [10, 11, 12, 13, 14], 3),
+        JacobiRecord(0, 2, 4, [10, 11, 12, 13, 14], [10, 11, 12, 13, 14], 1),
+    ]
+    toks = [[11], [12, 13, 14], [99]]
+    origins = [["step"], ["jacobi", "jacobi", "step"], ["step"]]
+    t.steps = [Step(i, 5 - r.start, toks[i], 0.01, 0.008, jacobi=r, origins=origins[i]) for i, r in enumerate(recs)]
+    t.blocks = [JacobiBlock(0, 0, [10, 11, 12, 13, 14], 3)]
+    t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 6
     return t
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.jacobi import _cells, fixed_point_cells, trajectory
-from viz.style import (BLUE, GREY, JACOBI_STATES, ORANGE, SKY, animation_controls, base_layout, empty_figure, esc,
-                       legend_entries, page_items, token_texts)
+from viz.jacobi import _cells, block_view, full_block_tokens, legend
+from viz.style import BLUE, GREY, ORANGE, SKY, animation_controls, base_layout, empty_figure, esc, page_items
 
 ROWS = {"base": 3, "base_fp": 2, "cllm": 1, "cllm_fp": 0}  # y of each row (top to bottom)
 NAMES = ("base", "CLLM")
@@ -41,37 +40,35 @@ def common_blocks(base, cllm) -> list[int]:
     return sorted(a & {b.index for b in cllm.blocks})
 
 
-def _label(recs, k: int) -> str:
-    if k >= len(recs):
-        return "done"
-    r = recs[k]
-    return f"it {k + 1}: +{r.committed}" + (" (ff)" if r.committed > 1 else "")
+def _label(v, k: int) -> str:
+    if k == 0:
+        return "guess"
+    ff = v.states[k].count("fast_forward")
+    return f"it {k}: +{len(v.commits[k])}" + (f", {ff} ff" if ff else "")
 
 
 def side_by_side(base, cllm, block: int = 0, page: int = 0, duration_ms: int = 800) -> go.Figure:
-    """Both trajectories of one block, animated in step: frame k shows the state each model fed at
-    its iteration k (a model that has finished shows its final state). Traces 0 and 1 are the base
-    and CLLM rows (frames update only them); 2 and 3 their fixed points; the rest legend entries."""
-    parts = []
+    """Both trajectories of one block, animated in step: frame k shows each model's block after
+    its iteration k (frame 0: the initial guesses; a model that has finished shows its final
+    state), coloured and outlined as in ``viz.jacobi``. Traces 0 and 1 are the base and CLLM rows
+    (frames update only them); 2 and 3 their fixed points; the rest legend entries."""
+    views = []
     for t in (base, cllm):
-        rows, states, fp = trajectory(t, block)
-        if not rows:
-            return empty_figure(f"No Jacobi iterations recorded for block {block} in the {NAMES[len(parts)]} trace.")
-        parts.append((rows, states, fp, analysis.jacobi_iterations(t, block), token_texts(t)))
-    n = max(len(p[0][0]) for p in parts)
-    total = max(len(p[0]) for p in parts)
-    ks = page_items(list(range(total)), page)
+        v = block_view(t, block)
+        if v is None:
+            return empty_figure(f"No Jacobi iterations recorded for block {block} in the {NAMES[len(views)]} trace.")
+        views.append(v)
+    n = max(v.n for v in views)
+    ks = page_items(list(range(max(len(v.rows) for v in views))), page)
 
     def row(i, k):
-        rows, states, fp, _, texts = parts[i]
-        j = min(k, len(rows) - 1)
-        return _cells(rows[j], states[j], fp, texts, ROWS["base" if i == 0 else "cllm"])
+        v = views[i]
+        return _cells(v, min(k, len(v.rows) - 1), ROWS["base" if i == 0 else "cllm"])
 
     def title(k):
-        bits = []
-        for name, (rows, _, _, recs, _) in zip(NAMES, parts):
-            bits.append(f"{name} {_label(recs, k)}" if k < len(rows) - 1 else f"{name} done in {len(recs)} iterations")
-        return f"Block {block} · iteration {k + 1} · " + esc(" · ".join(bits))
+        bits = [f"{name} {_label(v, k)}" if k < len(v.rows) - 1 else f"{name} done in {len(v.recs)} iterations"
+                for name, v in zip(NAMES, views)]
+        return f"Block {block} · " + ("initial guess" if k == 0 else f"iteration {k}") + " · " + esc(" · ".join(bits))
 
     fig = go.Figure()
     for i in (0, 1):
@@ -79,13 +76,13 @@ def side_by_side(base, cllm, block: int = 0, page: int = 0, duration_ms: int = 8
                                  textposition="middle center", **row(i, ks[0])))
     for i, key in ((0, "base_fp"), (1, "cllm_fp")):
         fig.add_trace(go.Scatter(mode="markers+text", name=f"{NAMES[i]} fixed point", showlegend=False,
-                                 hoverinfo="text", textposition="middle center",
-                                 **fixed_point_cells(parts[i][2], parts[i][4], ROWS[key])))
-    legend_entries(fig, JACOBI_STATES.values())
+                                 hoverinfo="text", textposition="middle center", **_cells(views[i], 0, ROWS[key], fp_row=True)))
+    legend(fig)
     fig.frames = [go.Frame(name=str(k), traces=[0, 1], data=[go.Scatter(**row(0, k)), go.Scatter(**row(1, k))],
                            layout=dict(title=dict(text=title(k)))) for k in ks]
-    animation_controls(fig, [str(k) for k in ks], [str(k + 1) for k in ks], duration_ms, prefix="iteration ")
-    base_layout(fig, title(ks[0]), 470, animated=True)
+    animation_controls(fig, [str(k) for k in ks], ["guess" if k == 0 else str(k) for k in ks], duration_ms,
+                       prefix="iteration ")
+    base_layout(fig, title(ks[0]), 490, animated=True)
     fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=list(range(n)))
     fig.update_yaxes(range=[-0.6, 3.6], fixedrange=True, showgrid=False, zeroline=False, tickmode="array",
@@ -107,9 +104,9 @@ def iterations_figure(base, cllm) -> go.Figure:
                                                                                    size=11, symbol="diamond",
                                                                                    line=dict(color="#333333", width=1)),
                                  hovertemplate=f"{name}, block %{{x}}: %{{y}} fast-forwarded<extra></extra>"))
-    n = base.params.get("n")
-    base_layout(fig, f"Iterations per block (n = {n}: without any fast-forward a block takes n - 1)" if n
-                else "Iterations per block", 340)
+    full = full_block_tokens(cb + cc)
+    base_layout(fig, f"Iterations per block (a full block commits {full} tokens: {full} iterations if no guess is "
+                     f"ever right early, as AR's forward passes)", 340)
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="block", dtick=1)
     fig.update_yaxes(title_text="count")

@@ -1,63 +1,101 @@
 """Jacobi figures: one block's trajectory animated, the same block as CLLM's static figure, and
 per-block counts.
 
-A block's picture: n token cells in a row (position 0 = the token the block started from), each
-coloured by its state after an iteration (``decoding.analysis.jacobi_cell_states``), with the
-block's fixed point drawn underneath for reference. Frame 0 is the initial guess.
+A block's picture: n token cells in a row (position 0 = the token the block started from), one
+state of the block per frame: y(0) the initial guess, y(k) the block after iteration k
+(``decoding.analysis.jacobi_states``). Cells are coloured by CLLM's reading
+(``decoding.analysis.jacobi_cell_states``): a token is fast-forwarded at the iteration whose
+forward made it right; the tokens that iteration committed to the output
+(``decoding.analysis.jacobi_commits``) are outlined. The block's fixed point is drawn underneath.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.style import (BLUE, FONT, GREEN, JACOBI_STATES, ORANGE, SKY, VERMILLION, animation_controls, base_layout,
-                       cell_label, empty_figure, esc, hover_label, legend_entries, page_items, piece, text_colour,
-                       token_texts)
+from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, JACOBI_STATES, ORANGE, SKY, VERMILLION, animation_controls,
+                       base_layout, cell_label, empty_figure, esc, hover_label, legend_entries, page_items, piece,
+                       text_colour, token_texts)
 
 CELL = 46  # marker size in px
+COMMIT_LINE = BLACK  # outline of the tokens an iteration committed to the output
+COMMIT_LEGEND = "outlined: committed to the output by this iteration"
+
+# Both readings of "fast-forward", in one sentence (the Jacobi and CLLM pages and the lecture say it).
+DEFINITIONS = ("Fast-forwarded (orange, CLLM's definition): tokens that one iteration's forward pass made right "
+               "together with the token before them, marked at that iteration; committed (black outline): the "
+               "tokens an iteration adds to the output, which for those tokens is the next iteration, because "
+               "a guess is only confirmed once it has been fed.")
 
 
-def trajectory(trace, block: int) -> tuple[list[list[int]], list[list[str]], list[int]]:
-    """Rows of (tokens, states) for one block: the state each iteration fed, coloured by
-    ``decoding.analysis.jacobi_cell_states`` (which positions that iteration commits, which are
-    right, wrong or stationary), then the final state with its committed prefix."""
+@dataclass
+class BlockView:
+    """One block's states and their readings, as the figures draw them."""
+
+    rows: list[list[int]]  # y(0) .. y(K)
+    states: list[list[str]]  # per row and position: a key of JACOBI_STATES
+    commits: list[list[int]]  # per row: the positions the iteration that produced it committed
+    fp: list[int]  # the fixed point
+    recs: list  # the JacobiRecords, in iteration order
+    texts: dict[int, str]
+
+    @property
+    def n(self) -> int:
+        return len(self.rows[0])
+
+    @property
+    def done(self) -> bool:
+        return self.states[-1] == ["committed"] * len(self.rows[-1])
+
+
+def block_view(trace, block: int) -> BlockView | None:
     recs = analysis.jacobi_iterations(trace, block)
     if not recs:
-        return [], [], []
-    fp = analysis.jacobi_fixed_point(trace, block)
-    rows = [list(r.before) for r in recs]
-    states = [list(st) for st in analysis.jacobi_cell_states(trace, block)]
-    last = recs[-1]
-    done = last.start + last.committed
-    rows.append(list(last.after))
-    states.append(["committed" if i < done else "correct" if i < len(fp) and t == fp[i] else "wrong"
-                   for i, t in enumerate(last.after)])
-    return rows, states, fp
+        return None
+    return BlockView(analysis.jacobi_states(trace, block), analysis.jacobi_cell_states(trace, block),
+                     analysis.jacobi_commits(trace, block), analysis.jacobi_fixed_point(trace, block), recs,
+                     token_texts(trace))
 
 
-def _row_label(recs, k: int) -> str:
-    if k == len(recs):
-        return "block done: its fixed point" if recs and recs[-1].start + recs[-1].committed >= len(recs[-1].after) \
-            else "block cut short"
-    r = recs[k]
-    ff = " (fast-forward)" if r.committed > 1 else ""
-    return f"iteration {r.iteration + 1}/{len(recs)} commits {r.committed}{ff}"
+def row_label(v: BlockView, k: int) -> str:
+    if k == 0:
+        return f"initial guess: {v.n - 1} tokens drawn from the prompt"
+    ff = v.states[k].count("fast_forward")
+    bits = [f"after iteration {k}/{len(v.recs)}", f"{len(v.commits[k])} committed"]
+    if ff:
+        bits.append(f"{ff} fast-forwarded")
+    if k == len(v.recs):
+        bits.append("block done: its fixed point" if v.done else "block cut short")
+    return " · ".join(bits)
 
 
-def _cells(tokens, states, fp, texts, y):
-    """x, y, colours, text, text colours and hover of one row of cells."""
-    colours = [JACOBI_STATES.get(s, (VERMILLION, s))[0] for s in states]
+def _cells(v: BlockView, k: int, y, fp_row: bool = False) -> dict:
+    """x, y, colours, outlines, text, text colours and hover of row ``k`` of the block (or of its
+    fixed point)."""
+    tokens = v.fp if fp_row else v.rows[k]
+    states = ["correct"] * len(tokens) if fp_row else v.states[k]
+    now = set() if fp_row else set(v.commits[k])
+    colours = ["#FFFFFF" if fp_row else JACOBI_STATES.get(s, (VERMILLION, s))[0] for s in states]
     hover = []
     for i, (t, s) in enumerate(zip(tokens, states)):
-        want = piece(texts, fp[i]) if i < len(fp) else "?"
-        hover.append(f"position {i}<br>token {hover_label(piece(texts, t))} (id {t})<br>"
-                     f"state: {esc(JACOBI_STATES.get(s, ('', s))[1])}<br>fixed point: {hover_label(want)}")
+        if fp_row:
+            hover.append(f"fixed point, position {i}<br>{hover_label(piece(v.texts, t))} (id {t})")
+            continue
+        want = piece(v.texts, v.fp[i]) if i < len(v.fp) else "?"
+        hover.append(f"position {i}<br>token {hover_label(piece(v.texts, t))} (id {t})<br>"
+                     f"state: {esc(JACOBI_STATES.get(s, ('', s))[1])}"
+                     f"{'<br>committed to the output by this iteration' if i in now else ''}"
+                     f"<br>fixed point: {hover_label(want)}")
     return dict(
         x=list(range(len(tokens))), y=[y] * len(tokens),
-        marker=dict(color=colours, symbol="square", size=CELL, line=dict(color="#333333", width=1)),
-        text=[cell_label(piece(texts, t)) for t in tokens],
-        textfont=dict(color=[text_colour(c) for c in colours], size=12, family=FONT["family"]),
+        marker=dict(color=colours, symbol="square", size=CELL,
+                    line=dict(color=[SKY if fp_row else COMMIT_LINE if i in now else "#333333" for i in range(len(tokens))],
+                              width=[2 if fp_row else 5 if i in now else 1 for i in range(len(tokens))])),
+        text=[cell_label(piece(v.texts, t)) for t in tokens],
+        textfont=dict(color=["#000000" if fp_row else text_colour(c) for c in colours], size=12, family=FONT["family"]),
         hovertext=hover,
     )
 
@@ -66,100 +104,114 @@ def _no_block(block: int) -> go.Figure:
     return empty_figure(f"No Jacobi iterations recorded for block {block}.")
 
 
-def fixed_point_cells(fp, texts, y):
-    """The fixed point as a reference row of white cells with a sky outline."""
-    c = _cells(fp, ["correct"] * len(fp), fp, texts, y)
-    c["marker"].update(color="#FFFFFF", line=dict(color=SKY, width=2))
-    c["textfont"]["color"] = "#000000"
-    c["hovertext"] = [f"fixed point, position {i}<br>{hover_label(piece(texts, t))} (id {t})" for i, t in enumerate(fp)]
-    return c
+def legend(fig: go.Figure) -> None:
+    """One entry per cell state, and one for the commit outline."""
+    legend_entries(fig, JACOBI_STATES.values())
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=COMMIT_LEGEND, showlegend=True, hoverinfo="skip",
+                             marker=dict(symbol="square", size=14, color="#FFFFFF", line=dict(color=COMMIT_LINE, width=3))))
 
 
 def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800) -> go.Figure:
-    """Animated trajectory of one Jacobi block (Play / Pause / slider over iterations).
+    """Animated trajectory of one Jacobi block (Play / Pause / slider over its states).
 
     Trace 0 is the moving row of cells (frames update only it); trace 1 is the fixed point; the
-    rest are legend entries. Frame k (named ``str(k)``) is the block as iteration k fed it (frame 0
-    = the initial guess); the last frame is the block after its last iteration.
+    rest are legend entries. Frame k (named ``str(k)``) is y(k): frame 0 the initial guess, frame k
+    the block after iteration k, with what that iteration's forward made right and what it committed.
     """
-    rows, states, fp = trajectory(trace, block)
-    if not rows:
+    v = block_view(trace, block)
+    if v is None:
         return _no_block(block)
-    recs, texts, n = analysis.jacobi_iterations(trace, block), token_texts(trace), len(rows[0])
-    ks = page_items(list(range(len(rows))), page)
-
+    ks = page_items(list(range(len(v.rows))), page)
     fig = go.Figure()
-    first = _cells(rows[ks[0]], states[ks[0]], fp, texts, 1)
     fig.add_trace(go.Scatter(mode="markers+text", name="block", showlegend=False, hoverinfo="text",
-                             textposition="middle center", **first))
+                             textposition="middle center", **_cells(v, ks[0], 1)))
     fig.add_trace(go.Scatter(mode="markers+text", name="fixed point", showlegend=False, hoverinfo="text",
-                             textposition="middle center", **fixed_point_cells(fp, texts, 0)))
-    legend_entries(fig, JACOBI_STATES.values())
-
-    frames = []
-    for k in ks:
-        c = _cells(rows[k], states[k], fp, texts, 1)
-        frames.append(go.Frame(name=str(k), traces=[0], data=[go.Scatter(**c)],
-                               layout=dict(title=dict(text=_title(trace, block, recs, k)))))
-    fig.frames = frames
-    labels = [str(k + 1) if k < len(recs) else "done" for k in ks]
-    animation_controls(fig, [f.name for f in frames], labels, duration_ms, prefix="iteration ")
-    base_layout(fig, _title(trace, block, recs, ks[0]), 380, animated=True)
-    fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(n)))
+                             textposition="middle center", **_cells(v, 0, 0, fp_row=True)))
+    legend(fig)
+    fig.frames = [go.Frame(name=str(k), traces=[0], data=[go.Scatter(**_cells(v, k, 1))],
+                           layout=dict(title=dict(text=_title(trace, block, v, k)))) for k in ks]
+    animation_controls(fig, [str(k) for k in ks], ["guess" if k == 0 else str(k) for k in ks], duration_ms,
+                       prefix="iteration ")
+    base_layout(fig, _title(trace, block, v, ks[0]), 400, animated=True)
+    fig.update_xaxes(range=[-0.6, v.n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(v.n)))
     fig.update_yaxes(range=[-0.6, 1.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=[0, 1], ticktext=["fixed point", "block"])
     return fig
 
 
-def _title(trace, block, recs, k) -> str:
+def _title(trace, block, v: BlockView, k) -> str:
     off = next((b.offset for b in trace.blocks if b.index == block), None)
     where = f" (output {off}..)" if off is not None else ""
-    return f"Jacobi block {block}{where} · {esc(_row_label(recs, k))}"
+    return f"Jacobi block {block}{where} · {esc(row_label(v, k))}"
 
 
 def block_figure(trace, block: int = 0) -> go.Figure:
-    """CLLM's trajectory figure: one row per iteration (top = the initial guess as iteration 1
-    fed it, bottom = the final state), cells coloured against the fixed point. Trace 0 holds all
+    """CLLM's trajectory figure: one row per state (top = the initial guess, then the block after
+    each iteration), cells coloured against the fixed point, commits outlined. Trace 0 holds all
     cells, row by row."""
-    rows, states, fp = trajectory(trace, block)
-    if not rows:
+    v = block_view(trace, block)
+    if v is None:
         return _no_block(block)
-    recs, texts, n = analysis.jacobi_iterations(trace, block), token_texts(trace), len(rows[0])
-    xs, ys, colours, text, tcol, hover = [], [], [], [], [], []
-    for k, (toks, st) in enumerate(zip(rows, states)):
-        c = _cells(toks, st, fp, texts, k)
-        xs += c["x"]; ys += c["y"]; colours += c["marker"]["color"]
-        text += c["text"]; tcol += c["textfont"]["color"]; hover += c["hovertext"]
+    cells = [_cells(v, k, k) for k in range(len(v.rows))]
+    join = lambda f: [x for c in cells for x in f(c)]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="markers+text", showlegend=False, hoverinfo="text", hovertext=hover, text=text,
-        textposition="middle center", textfont=dict(color=tcol, size=11, family=FONT["family"]),
-        marker=dict(color=colours, symbol="square", size=38, line=dict(color="#333333", width=1)),
+        x=join(lambda c: c["x"]), y=join(lambda c: c["y"]), mode="markers+text", showlegend=False,
+        hoverinfo="text", hovertext=join(lambda c: c["hovertext"]), text=join(lambda c: c["text"]),
+        textposition="middle center", textfont=dict(color=join(lambda c: c["textfont"]["color"]), size=11,
+                                                    family=FONT["family"]),
+        marker=dict(color=join(lambda c: c["marker"]["color"]), symbol="square", size=38,
+                    line=dict(color=join(lambda c: c["marker"]["line"]["color"]),
+                              width=[min(w, 4) for w in join(lambda c: c["marker"]["line"]["width"])])),
     ))
-    legend_entries(fig, JACOBI_STATES.values())
-    base_layout(fig, f"Block {block}: every iteration against the fixed point", 150 + 44 * len(rows))
-    fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(n)), title_text="position in block")
-    fig.update_yaxes(range=[len(rows) - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(len(rows))),
-                     ticktext=[f"it {r.iteration + 1}" for r in recs] + ["done"])
+    legend(fig)
+    base_layout(fig, f"Block {block}: every state against the fixed point", 170 + 44 * len(v.rows))
+    fig.update_xaxes(range=[-0.6, v.n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(v.n)), title_text="position in block")
+    fig.update_yaxes(range=[len(v.rows) - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(len(v.rows))),
+                     ticktext=["guess"] + [f"after it {k}" for k in range(1, len(v.rows))])
     return fig
 
 
+def full_block_tokens(counts: list[dict]) -> int | None:
+    """Tokens a full block commits (the most any block of the trace committed), None without blocks."""
+    return max((c["tokens"] for c in counts), default=None)
+
+
+def counts_sentence(trace) -> str:
+    """What the per-block counts say, in words (from ``decoding.analysis.jacobi_counts``, as the figure)."""
+    counts = analysis.jacobi_counts(trace)
+    if not counts:
+        return "No Jacobi blocks in this trace."
+    full = full_block_tokens(counts)
+    its = sum(c["iterations"] for c in counts)
+    toks = sum(c["tokens"] for c in counts)
+    ff = sum(c["fast_forwarded"] for c in counts)
+    st = sum(c["stationary"] for c in counts)
+    return (f"A full block commits {full} tokens; AR needs one forward pass per token, and so does Jacobi when no "
+            f"guess is right early: {full} iterations. Here {len(counts)} block{'s' if len(counts) != 1 else ''} "
+            f"committed {toks} tokens in {its} iterations, with {ff} fast-forwarded and {st} stationary tokens.")
+
+
+COUNT_BARS = (("tokens", GREY, "tokens committed (= AR's forward passes)"), ("iterations", BLUE, "iterations"),
+              ("fast_forwarded", ORANGE, "fast-forwarded tokens (CLLM)"), ("stationary", GREEN, "stationary tokens"))
+
+
 def counts_figure(trace) -> go.Figure:
-    """Per block: iterations, fast-forwarded and stationary tokens (grouped bars)."""
+    """Per block: tokens committed (AR's forward passes for them), iterations, fast-forwarded and
+    stationary tokens (grouped bars, from ``decoding.analysis.jacobi_counts``)."""
     counts = analysis.jacobi_counts(trace)
     if not counts:
         return empty_figure("No Jacobi blocks in this trace.")
     blocks = [c["block"] for c in counts]
     fig = go.Figure()
-    for key, colour, name in (("iterations", BLUE, "iterations"), ("fast_forwarded", ORANGE, "fast-forwarded tokens"),
-                              ("stationary", GREEN, "stationary tokens")):
+    for key, colour, name in COUNT_BARS:
         fig.add_trace(go.Bar(x=blocks, y=[c[key] for c in counts], name=name, marker_color=colour,
                              hovertemplate=f"block %{{x}}<br>{name}: %{{y}}<extra></extra>"))
-    n = trace.params.get("n")
-    base_layout(fig, f"Per block (n = {n}: AR would need n steps per block)" if n else "Per block", 320)
+    full = full_block_tokens(counts)
+    base_layout(fig, f"Per block: a full block commits {full} tokens, so {full} iterations without any early guess", 340)
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="block", dtick=1)
     fig.update_yaxes(title_text="count")

@@ -47,82 +47,113 @@ def pick_block(trace) -> int:
     return max(counts, key=lambda c: (c["fast_forwarded"] + c["stationary"], -c["block"]))["block"]
 
 
-def _jacobi_notable(recs, rows, states, texts, max_steps: int) -> list[LectureStep]:
-    """The iterations worth a slide: fast-forwards, first sightings of stationary tokens, and one plain
-    iteration (one token, like AR) first if there is room."""
-    notable, seen_stationary = [], set()
-    for k, r in enumerate(recs):
-        row = states[k]
-        ff = [p for p, s in enumerate(row) if s == "fast_forward"]
-        st = [p for p, s in enumerate(row) if s == "stationary" and p not in seen_stationary]
-        seen_stationary.update(st)
-        if ff:
-            words = "".join(piece(texts, rows[k][p]) for p in [r.start] + ff)
-            notable.append(LectureStep(
-                f"Fast-forward at iteration {r.iteration + 1}",
-                f"These {len(ff) + 1} tokens converged in one iteration: {tok(words)}. The guesses after the first one "
-                f"had already become right in earlier iterations, so one forward pass commits {r.committed} tokens "
-                f"instead of 1. That is a <b>fast-forward</b> (orange): the whole source of Jacobi's speedup.",
-                "jacobi", str(k), [(r.start, r.start + r.committed - 1, 1, 1)], f"{r.committed} in one step"))
-        elif st:
-            p = st[0]
-            notable.append(LectureStep(
-                f"A stationary token at iteration {r.iteration + 1}",
-                f"Position {p} already holds {tok(piece(texts, rows[k][p]))}, its final value, while an earlier "
-                f"position is still wrong. It will never change again: a <b>stationary</b> token (green). "
-                f"It cannot be committed until everything before it is right.",
-                "jacobi", str(k), [(p, p, 1, 1)], "stationary"))
-    plain = [k for k, r in enumerate(recs) if r.committed == 1 and k > 0]
-    if plain and len(notable) < max_steps - 4:
-        k = plain[0]
-        r = recs[k]
-        wrong = sum(s == "wrong" for s in states[k])
-        notable.insert(0, LectureStep(
-            f"Iteration {r.iteration + 1}: one token, like AR",
-            f"Most iterations commit only their first token ({tok(piece(texts, rows[k][r.start]))}): the guesses "
-            f"after it are still wrong ({wrong} red cells) because each one depends on the wrong token before it.",
-            "jacobi", str(k), [(r.start, r.start, 1, 1)], "committed now"))
-    return notable
+def _fixed_point_iteration(v: jacobi.BlockView) -> LectureStep:
+    """The opening slide: Jacobi decoding as a fixed-point iteration, and why it converges."""
+    n = v.n
+    return LectureStep(
+        "Decoding as solving equations",
+        f"Greedy decoding of the next {n} tokens after the text x solves {n} equations: "
+        f"<b>y<sub>i</sub> = argmax p( · | x, y<sub>&lt;i</sub>)</b> for i = 1 … {n} (y<sub>0</sub>, the token "
+        f"the block starts from, is known). AR solves them one after the other: {n} forward passes. Jacobi "
+        f"guesses y<sub>1</sub> … y<sub>{n - 1}</sub>, then updates every y<sub>i</sub> from the current guesses "
+        f"of y<sub>&lt;i</sub> in one forward pass (the last position's prediction gives y<sub>{n}</sub>), and "
+        f"repeats until nothing changes: a <b>fixed point</b>. It is AR's answer, reached in at most {n} "
+        f"iterations: after iteration k, y<sub>1</sub> … y<sub>k</sub> are right (each has a right prefix, so "
+        f"its argmax is AR's token). Jacobi only wins when one forward gets more than one token right.",
+        "jacobi", "0", [(0, len(v.fp) - 1, 0, 0)], "the solution: the fixed point")
 
 
-def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list[LectureStep]:
-    block = pick_block(trace) if block is None else block
-    recs = analysis.jacobi_iterations(trace, block)
-    if not recs:
-        return []
-    texts = token_texts(trace)
-    rows, states, fp = jacobi.trajectory(trace, block)
-    n = len(recs[0].before)
-    first = recs[0]
-    guesses = "".join(piece(texts, t) for t in first.before[1:])
-    steps = [
+def _opening(v: jacobi.BlockView) -> list[LectureStep]:
+    n, texts = v.n, v.texts
+    guesses = "".join(piece(texts, t) for t in v.rows[0][1:])
+    new = v.states[1].index("new") if len(v.rows) > 1 and "new" in v.states[1] else 1
+    return [
+        _fixed_point_iteration(v),
         LectureStep(
             "Guess a whole block at once",
             f"Jacobi decoding does not wait for one token at a time: the model guesses <b>{n - 1} tokens at once</b>. "
-            f"The block starts from {tok(piece(texts, first.before[0]))}, the token the model already knows; the "
+            f"The block starts from {tok(piece(texts, v.rows[0][0]))}, the token the model already knows; the "
             f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong (red).",
             "jacobi", "0", [(1, n - 1, 1, 1)], f"{n - 1} guesses"),
         LectureStep(
             "One forward pass over the whole block",
             f"One forward pass reads all {n} positions (causal mask) and predicts the next token at each. Every "
-            f"guess is replaced by the prediction at the position before it. The prediction after the committed "
+            f"guess is replaced by the prediction at the position before it. The prediction after the right "
             f"prefix is always right: it is exactly the token AR would produce next"
-            f"{' (' + tok(piece(texts, fp[1])) + ')' if len(fp) > 1 else ''}, so every iteration commits at least one "
-            f"token (blue).",
-            "jacobi", "0", [(first.start, first.start + first.committed - 1, 1, 1)], "committed now"),
+            f"{' (' + tok(piece(texts, v.rows[1][new])) + ')' if len(v.rows) > 1 else ''} (blue), and the "
+            f"iteration commits it to the output (black outline).",
+            "jacobi", "1", [(new, new, 1, 1)], "right after one forward"),
     ]
-    notable = _jacobi_notable(recs, rows, states, texts, max_steps)
-    steps += notable[: max_steps - 3]
+
+
+def _fast_forward(v: jacobi.BlockView, k: int, ff: list[int]) -> LectureStep:
+    texts, row = v.texts, v.rows[k]
+    first = v.states[k].index("new") if "new" in v.states[k] else ff[0]
+    words = "".join(piece(texts, row[p]) for p in [first] + ff)
+    nxt = f" Iteration {k + 1} feeds them, confirms them and commits them (outlined in the next frame)." \
+        if k + 1 < len(v.rows) else ""
+    return LectureStep(
+        f"Fast-forward at iteration {k}",
+        f"This one forward pass made {len(ff) + 1} consecutive tokens right: {tok(words)}: the one AR would get "
+        f"(blue) and {len(ff)} more (orange). That is CLLM's <b>fast-forward</b>, the source of Jacobi's speedup."
+        f"{nxt}", "jacobi", str(k), [(first, max(ff), 1, 1)], f"{len(ff) + 1} right in one forward")
+
+
+def _stationary(v: jacobi.BlockView, k: int, p: int) -> LectureStep:
+    when = "in the initial guess" if k == 0 else f"after iteration {k}"
+    return LectureStep(
+        f"A stationary token {when}",
+        f"Position {p} already holds {tok(piece(v.texts, v.rows[k][p]))}, its final value, while an earlier "
+        f"position is still wrong. It will never change again: a <b>stationary</b> token (green). It cannot be "
+        f"committed until everything before it is right, and then it is committed without being fast-forwarded.",
+        "jacobi", str(k), [(p, p, 1, 1)], "stationary")
+
+
+def _jacobi_notable(v: jacobi.BlockView, max_steps: int) -> list[LectureStep]:
+    """The states worth a slide: fast-forwards, first sightings of stationary tokens, and one plain
+    iteration (one token, like AR) first if there is room."""
+    notable, seen = [], set()
+    for k, row in enumerate(v.states):
+        ff = [p for p, s in enumerate(row) if s == "fast_forward"]
+        st = [p for p, s in enumerate(row) if s == "stationary" and p not in seen]
+        seen.update(st)
+        if ff:
+            notable.append(_fast_forward(v, k, ff))
+        elif st:
+            notable.append(_stationary(v, k, st[0]))
+    plain = [k for k in range(2, len(v.rows)) if len(v.commits[k]) == 1 and "new" in v.states[k]]
+    if plain and len(notable) < max_steps - 5:
+        k = plain[0]
+        p = v.states[k].index("new")
+        notable.insert(0, LectureStep(
+            f"Iteration {k}: one token, like AR",
+            f"Most iterations get only one more token right ({tok(piece(v.texts, v.rows[k][p]))}): the guesses "
+            f"after it are still wrong ({v.states[k].count('wrong')} red cells) because each one depends on the wrong "
+            f"token before it.", "jacobi", str(k), [(p, p, 1, 1)], "one more right"))
+    return notable
+
+
+def _fixed_point_slide(trace, v: jacobi.BlockView, block: int) -> LectureStep:
+    c = next(c for c in analysis.jacobi_counts(trace) if c["block"] == block)
+    return LectureStep(
+        "The block's fixed point",
+        f"After {c['iterations']} iterations the block equals its <b>fixed point</b>, exactly what greedy AR "
+        f"produces. Its iterations committed {c['tokens']} tokens; AR needs {c['tokens']} forward passes for them, "
+        f"Jacobi needed {c['iterations']} ({c['fast_forwarded']} fast-forwarded, {c['stationary']} stationary "
+        f"token{'s' if c['stationary'] != 1 else ''}). Whether that is faster depends on what a forward over "
+        f"{v.n} tokens costs on this hardware: see the Explain page.",
+        "jacobi", str(len(v.rows) - 1), [(0, len(v.fp) - 1, 0, 0)], "fixed point = AR output", block)
+
+
+def jacobi_lecture(trace, block: int | None = None, max_steps: int = 12) -> list[LectureStep]:
+    block = pick_block(trace) if block is None else block
+    v = jacobi.block_view(trace, block)
+    if v is None:
+        return []
+    steps = _opening(v) + _jacobi_notable(v, max_steps)[: max_steps - 4]
+    steps.append(_fixed_point_slide(trace, v, block))
     for s in steps:
         s.block = block
-    ffw = sum(max(r.committed - 1, 0) for r in recs)
-    steps.append(LectureStep(
-        "The block's fixed point",
-        f"After {len(recs)} iterations the block equals its <b>fixed point</b>, exactly the {len(fp)} tokens greedy AR "
-        f"would produce. AR needs {len(fp) - 1} forward passes for them; Jacobi needed {len(recs)} "
-        f"({ffw} fast-forwarded token{'s' if ffw != 1 else ''}). Whether that is faster depends on what a forward "
-        f"over {n} tokens costs on this hardware: see the Explain page.",
-        "jacobi", str(len(rows) - 1), [(0, len(fp) - 1, 0, 0)], "fixed point = AR output", block))
     return steps
 
 
@@ -155,11 +186,12 @@ class _LookaheadCtx:
 def _window_and_pool(c: _LookaheadCtx) -> list[LectureStep]:
     g, texts, s0 = c.grid, c.texts, c.idx[0]
     W, N = g.W, g.N
+    filling = sum(len(c.rec(i).window) < N - 1 for i in c.idx)  # steps before the window has all its levels
     steps = [LectureStep(
         "A 2D window of guesses",
         f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, c.cur(s0)))}) and a "
         f"<b>window</b> of {W} columns × {N - 1} levels of guesses. Level 0 starts as tokens from the prompt; the "
-        f"upper levels fill during the first {N - 2} step{'s' if N != 3 else ''}: each level is the model's "
+        f"upper levels fill during the first {filling} step{'s' if filling != 1 else ''}: each level is the model's "
         f"prediction one position further on.",
         "lookahead", str(s0), [(1, W, g.level(len(c.rec(s0).window) - 1), g.level(0))], "window")]
     if c.trace.pool_seed:
@@ -224,15 +256,17 @@ def _verified(c: _LookaheadCtx) -> list[LectureStep]:
 
 
 def _whole_run(c: _LookaheadCtx) -> LectureStep:
+    """The run in numbers: from ``analysis.accepted_histogram`` (Compare's histogram) and the steps'
+    fed counts (Explain's cost figure)."""
     t, g, last = c.trace, c.grid, c.idx[-1]
-    W, N, G = g.W, g.N, int(t.params.get("G", 0))
-    big = sum(len(t.steps[i].tokens) > 1 for i in c.idx)
+    big = sum(v for k, v in analysis.accepted_histogram(t).items() if k > 1)
+    fed = [t.steps[i].fed for i in c.idx]
     return LectureStep(
         "The whole run",
         f"{len(t.output_ids)} tokens in {t.n_steps} forward passes: <b>{t.tokens_per_step:.2f} tokens per "
-        f"step</b>; {big} step{'s' if big != 1 else ''} accepted an n-gram. The output is exactly greedy AR's. Each step "
-        f"fed up to {1 + (N - 1) * W + G * (N - 1)} tokens, though: the Explain page weighs that against what such a "
-        f"forward costs on this hardware.",
+        f"step</b>; {big} step{'s' if big != 1 else ''} committed more than one token. The output is exactly greedy "
+        f"AR's. Each step fed {min(fed)}–{max(fed)} tokens, though (the current token, the window and the "
+        f"candidates): the Explain page weighs that against what such a forward costs on this hardware.",
         "lookahead", str(last), [(1, len(t.steps[last].tokens), g.committed, g.committed)], "committed")
 
 

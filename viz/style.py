@@ -37,13 +37,13 @@ def text_colour(fill: str) -> str:
     return "#FFFFFF" if fill in DARK_FILLS else "#000000"
 
 
-# Jacobi cell states (decoding.analysis.jacobi_cell_states) -> (colour, legend label)
+# Jacobi cell states (decoding.analysis.jacobi_cell_states: CLLM's reading of each state) -> (colour, legend label)
 JACOBI_STATES: dict[str, tuple[str, str]] = {
-    "committed": (GREY, "committed earlier"),
-    "new": (BLUE, "committed now (1 token)"),
-    "fast_forward": (ORANGE, "fast-forwarded now (>1 token)"),
+    "committed": (GREY, "committed"),
+    "new": (BLUE, "made right by this forward, as AR would"),
+    "fast_forward": (ORANGE, "fast-forwarded: made right by this forward too"),
     "stationary": (GREEN, "stationary (right early, never changes)"),
-    "correct": (SKY, "right, not yet committed"),
+    "correct": (SKY, "right, not stationary"),
     "wrong": (VERMILLION, "wrong"),
 }
 
@@ -51,7 +51,7 @@ JACOBI_STATES: dict[str, tuple[str, str]] = {
 PROVENANCE: dict[str, tuple[str, str]] = {
     "prefill": (GREY, "prefill (first token)"),
     "step": (BLUE, "model's own next token (as AR)"),
-    "jacobi": (ORANGE, "Jacobi fast-forward"),
+    "jacobi": (ORANGE, "Jacobi: a guess confirmed (fast-forwarded or stationary)"),
     "pool": (GREEN, "lookahead pool (window n-gram)"),
     "prompt_pool": (SKY, "lookahead pool (prompt n-gram)"),
     "output_pool": (PURPLE, "lookahead pool (output n-gram)"),

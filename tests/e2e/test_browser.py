@@ -159,9 +159,10 @@ def readme_frames() -> tuple[str, str]:
     step that accepts the most pool tokens from the most candidates."""
     sys.path.insert(0, str(ROOT))
     from decoding.trace import Trace
+    from decoding.analysis import jacobi_cell_states
     j = Trace.load(str(ROOT / "assets" / "example_jacobi.json"))
-    its = [s.jacobi for s in j.steps if s.jacobi and s.jacobi.block == 0]
-    jf = next((str(k + 1) for k, r in enumerate(its) if r.committed > 1), "1")  # slider labels count from 1
+    # frame k = the block after iteration k (slider label k): the first one with fast-forwarded tokens
+    jf = next((str(k) for k, row in enumerate(jacobi_cell_states(j, 0)) if "fast_forward" in row), "1")
     la = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
     best = max((s.lookahead.matched[s.lookahead.chosen] if s.lookahead.chosen >= 0 else 0, len(s.lookahead.candidates), i)
                for i, s in enumerate(la.steps) if s.lookahead)
