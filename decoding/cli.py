@@ -33,7 +33,10 @@ def add_method_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("method options (defaults and bounds: decoding/methods/, shown in brackets)")
     for name, (prm, methods) in method_flags().items():
         who = " / ".join(methods)
-        if prm.is_bool:
+        if prm.is_choice:
+            g.add_argument(prm.flag, dest=name, choices=prm.choices, default=None,
+                           help=f"{who}: {prm.help} [{prm.default}]")
+        elif prm.is_bool:
             g.add_argument(prm.flag, dest=name, action="store_const", const=not prm.default, default=None,
                            help=f"{who}: {'do not ' if prm.default else ''}{prm.help}")
         else:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Iterator
 
 import torch
 
+from .budget import step_costs_for
 from .methods import REGISTRY, ConfigError, resolve_params
 from .sampling import Sampler
 from .trace import Step, Trace
@@ -76,7 +78,8 @@ class Run:
     """One decoding run. Iterate it to get each Step as it is committed; ``trace`` holds the record."""
 
     def __init__(self, lm, prompt_ids: list[int], method: str, params: dict[str, Any] | None = None,
-                 max_new_tokens: int = 128, record: bool = True, prompt_text: str = "", chat: bool = False):
+                 max_new_tokens: int = 128, record: bool = True, prompt_text: str = "", chat: bool = False,
+                 step_costs=None):
         self.params = resolve_params(method, params)
         check_request(lm, prompt_ids, max_new_tokens)
         self.lm, self.method_name, self.spec = lm, method, REGISTRY[method]
@@ -87,6 +90,11 @@ class Run:
         self.device = lm.model.device
         self.dtype = next(lm.model.parameters()).dtype
         self.sampler = Sampler.from_params(self.params, self.device)  # None: greedy
+        # budget="auto": what a step costs here (decoding.budget.StepCosts; default: this model's
+        # measured or shipped curve), calibrated online from this run's step times
+        self.costs = None
+        if self.params.get("budget") == "auto":
+            self.costs = step_costs if step_costs is not None else step_costs_for(lm)
         self.output: list[int] = []
         self.done = False
         self._stopped = False
@@ -191,7 +199,11 @@ class Run:
             if self.spec.record:
                 setattr(step, self.spec.record, rec)
             step.sampling = verdict.sampling
+            if prop.budget is not None:
+                step.budget = replace(prop.budget, realized=len(committed))
         step.seconds = time.perf_counter() - t0
+        if self.costs is not None:
+            self.costs.observe(step.fed, step.seconds)
         return step
 
     @torch.inference_mode()

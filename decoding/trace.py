@@ -109,6 +109,28 @@ class SampleRecord:
 
 
 @dataclass
+class BudgetRecord:
+    """What a cost-aware step (``budget="auto"``) weighed and chose (decoding/budget.py).
+
+    ``options``: [fed, expected tokens, relative cost] of the choices weighed (a sample: feeding
+    nothing but the current token, then powers of two of the most likely guesses; with a window,
+    both with and without it). ``fed``/``expected``/``cost``: the choice; ``realized``: the tokens
+    the step committed. ``acceptance``: the run's estimate, at this step, that a first guess from
+    each source is accepted; ``calibration``: how much dearer than the prior cost curve the run's
+    own multi-token steps were measured (1.0: as the curve); ``window``: lookahead's window was fed.
+    """
+
+    fed: int
+    expected: float
+    cost: float
+    realized: int
+    window: bool
+    options: list[list[float]]
+    acceptance: dict[str, float]
+    calibration: float
+
+
+@dataclass
 class Step:
     index: int
     fed: int  # tokens fed to this step's forward
@@ -122,6 +144,7 @@ class Step:
     # where each committed token came from (decoding.verify.ORIGINS), decided by the verifier:
     # accepted guesses first, the model's own token ("step") last
     origins: list[str] = field(default_factory=list)
+    budget: BudgetRecord | None = None  # only for budget="auto" runs
 
 
 @dataclass
@@ -296,6 +319,22 @@ def _sample_record(r: Any, w: str) -> SampleRecord:
     return SampleRecord(r["tried"], final, r["final_p"])
 
 
+def _budget_record(r: Any, w: str) -> BudgetRecord:
+    _obj(r, w, _names(BudgetRecord))
+    _check(type(r["fed"]) is int and r["fed"] >= 1 and type(r["realized"]) is int and r["realized"] >= 0,
+           f"{w}: fed and realized must be counts")
+    for k in ("expected", "cost", "calibration"):
+        _num(r[k], f"{w}.{k}")
+    _check(isinstance(r["window"], bool), f"{w}.window must be true or false")
+    _check(isinstance(r["options"], list) and all(isinstance(o, list) and len(o) == 3 and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in o) for o in r["options"]),
+        f"{w}.options must be [fed, expected, cost] triples")
+    _check(isinstance(r["acceptance"], dict) and all(isinstance(k, str) for k in r["acceptance"]), f"{w}.acceptance must map sources to numbers")
+    for k, v in r["acceptance"].items():
+        _prob(v, f"{w}.acceptance[{k!r}]")
+    return BudgetRecord(**{k: r[k] for k in _names(BudgetRecord)})
+
+
 def _trace_from_dict(d: Any) -> Trace:
     _check(isinstance(d, dict), "a trace must be a JSON object")
     version = d.get("version")
@@ -346,6 +385,8 @@ def _trace_from_dict(d: Any) -> Trace:
             step.pld = PldRecord(**{k: p[k] for k in _names(PldRecord)})
         if s.get("sampling") is not None:
             step.sampling = _sample_record(s["sampling"], f"{w}.sampling")
+        if s.get("budget") is not None:
+            step.budget = _budget_record(s["budget"], f"{w}.budget")
         step.origins = _origins(s, step, d["method"], w) if version >= 2 else legacy_origins(d["method"], step)
         steps.append(step)
     kw["steps"] = steps

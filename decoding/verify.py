@@ -59,6 +59,7 @@ class Proposal:
     mask: Any = None  # 4D float mask, or None for a plain causal sequence
     logit_rows: list[int] | None = None  # fed rows whose logits are needed (None: all)
     info: dict[str, Any] = field(default_factory=dict)  # the method's own notes for its record
+    budget: Any = None  # a cost-aware choice (decoding.trace.BudgetRecord, realized left 0), or None
 
     def logit_index(self, row: int) -> int:
         """Index into the forward's logits of fed row ``row``."""

@@ -24,6 +24,8 @@ SETTINGS = [
     ("lookahead", {"W": 4, "N": 3, "G": 0}),
     ("pld", {}),
     ("pld", {"k": 3, "max_ngram": 1}),
+    ("lookahead", {"W": 5, "N": 4, "G": 5, "budget": "auto"}),  # cost-aware: this machine's costs
+    ("pld", {"budget": "auto"}),
 ]
 MODELS = [("llama", 0), ("llama", 1), ("qwen2", 0), ("qwen2", 1)]
 

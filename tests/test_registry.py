@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _non_default(prm: Param):
+    if prm.is_choice:
+        return next(c for c in prm.choices if c != prm.default)
     return (not prm.default) if prm.is_bool else (prm.hi if prm.default != prm.hi else prm.lo)
 
 
@@ -39,7 +41,7 @@ def test_cli_takes_exactly_the_registry_parameters(method):
 def test_cli_bounds_are_the_registry_bounds():
     for method, spec in REGISTRY.items():
         for prm in spec.params:
-            if prm.is_bool:
+            if prm.is_bool or prm.is_choice:
                 continue
             a = cli.build_parser().parse_args(["generate", "--prompt", "x", "--method", method, prm.flag, str(prm.hi + 1)])
             with pytest.raises(ConfigError, match=f"{prm.name} must be between {prm.lo} and {prm.hi}"):
@@ -79,14 +81,17 @@ def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
     for method, spec in REGISTRY.items():
         assert params[method] == spec.defaults  # every parameter, nothing else, registry defaults
         for prm in spec.params:
-            if prm.is_bool:
+            if prm.is_choice:
+                w = at.selectbox(key=f"p_{prm.name}")
+                assert (tuple(w.options), w.value) == (prm.choices, prm.default)
+            elif prm.is_bool:
                 assert at.checkbox(key=f"p_{prm.name}").value is prm.default
             else:
                 w = at.number_input(key=f"p_{prm.name}")
                 assert (w.min, w.max, w.value) == (prm.lo, prm.hi, prm.default), prm.name
     # one widget per parameter name (the shared seed is one)
     names = {prm.name for spec in REGISTRY.values() for prm in spec.params}
-    keys = {w.key for w in list(at.number_input) + list(at.checkbox)}
+    keys = {w.key for w in list(at.number_input) + list(at.checkbox) + list(at.selectbox) if w.key.startswith("p_")}
     assert keys == {f"p_{n}" for n in names}
 
 

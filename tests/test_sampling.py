@@ -144,7 +144,8 @@ def small_lm():
 PROMPT = [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]  # every token has pool n-grams and a pld match
 SAMPLING = {"temperature": 0.9, "top_k": 6, "top_p": 0.95}
 RUN_LEN = 4  # prefill token + 3 tokens from steps (a full lookahead match with N=3 decides 3 at once)
-RUN_METHODS = [("lookahead", {"W": 3, "N": 3, "G": 3}), ("pld", {"k": 3, "max_ngram": 2}), ("ar", {})]
+RUN_METHODS = [("lookahead", {"W": 3, "N": 3, "G": 3}), ("pld", {"k": 3, "max_ngram": 2}), ("ar", {}),
+               ("lookahead", {"W": 3, "N": 3, "G": 3, "budget": "auto"}), ("pld", {"k": 3, "max_ngram": 2, "budget": "auto"})]
 
 
 @pytest.fixture(scope="module")
@@ -166,16 +167,26 @@ def small_exact(small):
     return out
 
 
+def _costs(params) -> dict:
+    """budget="auto" on a flat (GPU-like) cost curve, trusted from the first step: the controller
+    feeds its guesses at once, so the short runs here verify them."""
+    from decoding.budget import StepCosts
+
+    if params.get("budget") != "auto":
+        return {}
+    return {"step_costs": StepCosts(lambda k: 1.0 + 0.001 * (k - 1), calibrate_first=False)}
+
+
 def run_draws(lm, method, params, n):
     counts, multi = Counter(), 0
     for i in range(n):
-        tr = decode(lm, PROMPT, method, params | SAMPLING | {"sample_seed": i}, RUN_LEN, record=False)
+        tr = decode(lm, PROMPT, method, params | SAMPLING | {"sample_seed": i}, RUN_LEN, record=False, **_costs(params))
         counts[tuple(tr.output_ids)] += 1
         multi += any(len(s.tokens) > 1 for s in tr.steps)
     return counts, multi
 
 
-@pytest.mark.parametrize("method,params", RUN_METHODS, ids=[m for m, _ in RUN_METHODS])
+@pytest.mark.parametrize("method,params", RUN_METHODS, ids=[m + ("-auto" if p.get("budget") else "") for m, p in RUN_METHODS])
 def test_runs_sample_the_ar_distribution(small, small_exact, method, params):
     counts, multi = run_draws(small, method, params, 700)
     if method != "ar":

@@ -160,7 +160,7 @@ def method_params(method: str) -> dict:
     out = {}
     for prm in REGISTRY[method].params:
         v = ss[f"p_{prm.name}"]
-        out[prm.name] = bool(v) if prm.is_bool else int(v)
+        out[prm.name] = str(v) if prm.is_choice else bool(v) if prm.is_bool else int(v)
     return out | sampling_params(method)
 
 
@@ -175,7 +175,9 @@ def param_widgets() -> list[tuple[str, object, bool]]:
 
 
 def _widget(prm, label: str) -> None:
-    if prm.is_bool:
+    if prm.is_choice:
+        st.selectbox(label, list(prm.choices), key=f"p_{prm.name}", help=prm.help)
+    elif prm.is_bool:
         st.checkbox(label, key=f"p_{prm.name}", help=prm.help)
     else:
         st.number_input(label, min_value=prm.lo, max_value=prm.hi, key=f"p_{prm.name}",
@@ -189,7 +191,7 @@ def method_widgets(method: str) -> None:
         own = [prm for prm in spec.params if prm.name not in shared]
         if not own:
             continue
-        with st.expander(f"{spec.label}: {', '.join(p.name for p in own if not p.is_bool)}", expanded=method == m):
+        with st.expander(f"{spec.label}: {', '.join(p.name for p in own if not (p.is_bool or p.is_choice))}", expanded=method == m):
             for prm in own:
                 _widget(prm, prm.label or prm.name)
 
@@ -199,7 +201,8 @@ def shared_param_widgets() -> None:
     for _, prm, sh in param_widgets():
         if sh:
             who = " / ".join(spec.label for spec in REGISTRY.values() if prm.name in spec.defaults)
-            _widget(prm, f"{(prm.label or prm.name).capitalize()} ({who}: {prm.help})")
+            label = prm.label or prm.name.capitalize()
+            _widget(prm, f"{label} ({who}: {prm.help})" if len(prm.help) < 40 else f"{label} ({who})")
 
 
 # ---- the model and runs ----------------------------------------------------------------------------

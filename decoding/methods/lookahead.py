@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import random
 
-from ..trace import LookaheadRecord
+from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..trace import BudgetRecord, LookaheadRecord
 from ..verify import Chain, Proposal
 from .base import Method
-from .lookahead_mask import mask_4d
+from .lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d
 from .lookahead_pool import NGramPool
 from .spec import MethodSpec, Param
+from .tree import fed_tree, to_mask, tree_attention
 
 # pool entry source -> the origin of the tokens it gives (decoding.verify.ORIGINS)
 POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
@@ -46,10 +48,18 @@ class Lookahead(Method):
                 self.pool.add(ids[i:i + self.N], "prompt")
             self.pool_seed = [[k, *c] for k, v in self.pool.as_dict().items() for c in v]
 
+        self.auto = params["budget"] == "auto"
+        # budget="auto": acceptance per pool source and depth; what the window has given so far
+        self.acc = Acceptance({"window": 0.15, "prompt": 0.12, "output": 0.12})
+        self.window_feeds, self.window_tokens = 0, 0
+
     def trace_fields(self):
         return {"pool_seed": self.pool_seed}
 
     def propose(self, run) -> Proposal:
+        return self._propose_auto(run) if self.auto else self._propose_fixed(run)
+
+    def _propose_fixed(self, run) -> Proposal:
         W, m, levels = self.W, self.N - 1, len(self.window)
         cands = self.pool.candidates(run.cur)[:self.G]
         mask, offsets = mask_4d(W, self.N, len(cands), levels, run.past, run.dtype, run.device)
@@ -61,7 +71,58 @@ class Lookahead(Method):
         rows = [0] + list(range(top, top + W)) + list(range(cand0, cand0 + len(cands) * m))
         return Proposal(tokens, chains, offsets, mask, rows, info={"sources": [o for _, o in cands]})
 
+    # ---- budget="auto": the window and the candidates only where they pay on this hardware ----
+    def window_value(self) -> float:
+        """Expected tokens a window feed yields later (accepted tokens of window n-grams per feed)."""
+        return (self.window_tokens + 4 * 0.25) / (self.window_feeds + 4)
+
+    def _choice(self, run, tree: DraftTree) -> tuple[Choice, bool]:
+        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
+            return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]]), False
+        off = choose(tree, self.acc, run.costs, 1)
+        on = choose(tree, self.acc, run.costs, 1 + len(self.window) * self.W, bonus=self.window_value())
+        for o in on.options:
+            o.append(1)
+        return (on, True) if on.rate > off.rate else (off, False)
+
+    def _propose_auto(self, run) -> Proposal:
+        tree = DraftTree()
+        for c, o in self.pool.candidates(run.cur)[:self.G]:
+            tree.add(list(c), o)
+        choice, window = self._choice(run, tree)
+        levels, W = len(self.window), self.W
+        head = lookahead_layout(W, self.N, 0, levels) if window else lookahead_layout(W, self.N, 0, 0)
+        first = len(head)
+        tokens, parents, depths, chains = fed_tree(tree, choice.nodes, first, POOL_ORIGIN.get)
+        if window:
+            tokens = [t for level in self.window for t in level] + tokens
+        mask = offsets = None
+        if tokens:
+            allowed, offs = tree_attention(lookahead_allowed(head), [r["offset"] for r in head], parents, depths)
+            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
+        top = [first - W + j for j in range(W)] if window else []
+        rows = [0] + top + list(range(first, first + len(choice.nodes)))
+        budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, window,
+                              [o[:3] for o in choice.options], self.acc.snapshot(), round(run.costs.excess(), 3))
+        info = {"sources": [tree.nodes[p[-1]].source for p in paths(tree, choice.nodes)], "window": window,
+                "tree": tree, "chosen": choice.nodes}
+        return Proposal(tokens, chains, offsets, mask, rows, info, budget)
+
+    def _learn(self, proposal, verdict) -> None:
+        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
+        accepted = []
+        if verdict.chosen >= 0:
+            a = len(verdict.tokens) - 1
+            accepted = paths(tree, chosen)[verdict.chosen][:a]
+        observe_tree(tree, chosen, accepted, self.acc)
+        self.window_tokens += sum(1 for i in accepted if tree.nodes[i].source == "window")
+        self.window_feeds += proposal.info["window"]
+
     def update(self, run, proposal, verdict, argmax, committed):
+        if self.auto:
+            self._learn(proposal, verdict)
+            if not proposal.info["window"]:  # the window was not fed: it stays as it is
+                return self._record(run, proposal, verdict, [], [], self._harvest_output(run, committed))
         top_out = argmax[1:1 + self.W]  # logits rows: [current, the top level (W), candidates]
         window, ops, harvested = self.window, [], []
         if len(window) < self.N - 1:  # filling: the top level's argmax becomes a new level
@@ -72,11 +133,18 @@ class Lookahead(Method):
                 harvested.append(gram)
                 ops += self.pool.add(gram, "window")
             self.window = window[1:] + [list(top_out)]
+        return self._record(run, proposal, verdict, window, harvested, ops + self._harvest_output(run, committed))
+
+    def _harvest_output(self, run, committed: list[int]) -> list[list]:
+        ops: list[list] = []
         if self.p["harvest_output"]:
             seq, N = run.all_ids, self.N
             for end in range(len(seq) - len(committed), len(seq)):
                 if end - N + 1 >= 0:
                     ops += self.pool.add(seq[end - N + 1:end + 1], "output")
+        return ops
+
+    def _record(self, run, proposal, verdict, window, harvested, ops) -> LookaheadRecord:
         return LookaheadRecord(
             window=[list(l) for l in window], harvested=harvested,
             candidates=[list(c.tokens) for c in proposal.chains], matched=list(verdict.matched),
@@ -95,6 +163,7 @@ SPEC = MethodSpec(
         Param("harvest_output", True, "add committed output n-grams to the pool",
               label="Harvest n-grams from the output too"),
         Param("seed", 0, "seed of the initial guesses", 0, 2**31 - 1),
+        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
     ),
     grid=({"W": 5, "N": 4, "G": 5}, {"W": 3, "N": 3, "G": 3}, {"W": 4, "N": 3, "G": 2},
           {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5}),

@@ -3,41 +3,93 @@ n-gram (longest n first) in prompt + output, verified as one chain.
 
 Example: seq = [5, 1, 2, 3, 9, 1, 2], max_ngram = 2 -> trailing (1, 2) occurred at index 1,
 so the draft is [3, 9, 1, ...] (up to k tokens).
+
+With ``budget="auto"`` the continuations of the last few occurrences (of every trailing n-gram
+size) form a draft tree, and each step feeds the part of it that pays on this hardware
+(decoding/budget.py): from nothing (a plain AR step) to k tokens deep.
 """
 
 from __future__ import annotations
 
-from ..trace import PldRecord
+from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..trace import BudgetRecord, PldRecord
 from ..verify import Chain, Proposal
 from .base import Method
 from .spec import MethodSpec, Param
+from .tree import fed_tree, to_mask, tree_attention
+
+OCCURRENCES = 4  # budget="auto": continuations of up to this many earlier occurrences
 
 
-def find_draft(seq: list[int], k: int, max_ngram: int) -> tuple[list[int], int, int]:
-    """(draft, size of the trailing n-gram that matched (0: none), index the draft starts at (-1))."""
+def find_drafts(seq: list[int], k: int, max_ngram: int, limit: int = 1) -> list[tuple[list[int], int, int]]:
+    """Up to ``limit`` (draft, n-gram size, start index): the continuations after the latest earlier
+    occurrences of the trailing n-gram, longest n first, then more recent first."""
+    out: list[tuple[list[int], int, int]] = []
     if k <= 0:
-        return [], 0, -1
+        return out
     for ng in range(min(max_ngram, len(seq) - 1), 0, -1):
         pat = seq[-ng:]
         for i in range(len(seq) - ng - 1, -1, -1):
             if seq[i + ng - 1] == pat[-1] and seq[i:i + ng] == pat:
-                draft = seq[i + ng:i + ng + k]
-                if draft:
-                    return draft, ng, i + ng
-                break
-    return [], 0, -1
+                out.append((seq[i + ng:i + ng + k], ng, i + ng))
+                if len(out) >= limit:
+                    return out
+        if out and limit == 1:
+            break
+    return out
+
+
+def find_draft(seq: list[int], k: int, max_ngram: int) -> tuple[list[int], int, int]:
+    """(draft, size of the trailing n-gram that matched (0: none), index the draft starts at (-1))."""
+    found = find_drafts(seq, k, max_ngram)
+    return found[0] if found else ([], 0, -1)
 
 
 class PromptLookup(Method):
+    def __init__(self, run, params):
+        super().__init__(run, params)
+        self.auto = params["budget"] == "auto"
+        self.acc = Acceptance({"ngram1": 0.15, "ngram2": 0.3, "ngram3": 0.45}, deep=0.6)
+
     def propose(self, run) -> Proposal:
         room = run.max_new_tokens - len(run.output)  # accepted draft tokens + the model's token
-        draft, ngram, source = find_draft(run.all_ids, min(self.p["k"], room - 1), self.p["max_ngram"])
+        k = min(self.p["k"], room - 1)
+        if self.auto:
+            return self._propose_auto(run, k)
+        draft, ngram, source = find_draft(run.all_ids, k, self.p["max_ngram"])
         chains = [Chain(draft, list(range(1, len(draft) + 1)), "pld")] if draft else []
         return Proposal(list(draft), chains, info={"ngram": ngram, "source": source})
 
+    def _propose_auto(self, run, k: int) -> Proposal:
+        tree = DraftTree()
+        for draft, ng, src in find_drafts(run.all_ids, k, self.p["max_ngram"], OCCURRENCES):
+            tree.add(draft, f"ngram{min(ng, 3)}", (ng, src))
+        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
+            choice = Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
+        else:
+            choice = choose(tree, self.acc, run.costs, 1)
+        tokens, parents, depths, chains = fed_tree(tree, choice.nodes, 1, lambda s: "pld")
+        mask = offsets = None
+        if any(p != i - 1 for i, p in enumerate(parents)):  # branches: a tree mask (one path is causal)
+            allowed, offs = tree_attention([[True]], [0], parents, depths)
+            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
+        budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, False,
+                              choice.options, self.acc.snapshot(), round(run.costs.excess(), 3))
+        return Proposal(tokens, chains, offsets, mask, None, {"tree": tree, "chosen": choice.nodes}, budget)
+
     def update(self, run, proposal, verdict, argmax, committed):
-        draft = proposal.tokens
-        return PldRecord(list(draft), verdict.matched[0] if draft else 0, proposal.info["ngram"], proposal.info["source"])
+        if not self.auto:
+            draft = proposal.tokens
+            return PldRecord(list(draft), verdict.matched[0] if draft else 0, proposal.info["ngram"], proposal.info["source"])
+        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
+        leaves = paths(tree, chosen)
+        best = verdict.chosen if verdict.chosen >= 0 else (0 if leaves else -1)
+        accepted = leaves[best][:verdict.matched[best]] if best >= 0 else []
+        observe_tree(tree, chosen, accepted, self.acc)
+        if best < 0:
+            return PldRecord([], 0, 0, -1)
+        ng, src = tree.nodes[leaves[best][-1]].tag  # the first occurrence through the whole path
+        return PldRecord(proposal.chains[best].tokens, verdict.matched[best], ng, src)
 
 
 SPEC = MethodSpec(
@@ -46,6 +98,7 @@ SPEC = MethodSpec(
     params=(
         Param("k", 10, "max draft tokens", 1, 64, label="k (max draft tokens)", tuned=True),
         Param("max_ngram", 3, "longest trailing n-gram to look up", 1, 16, label="max n-gram", tuned=True),
+        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
     ),
     grid=({"k": 10, "max_ngram": 3}, {"k": 4, "max_ngram": 3}),
 )

@@ -19,10 +19,11 @@ class Param:
     """One method parameter. ``lo``/``hi`` bound an integer; a bool has neither."""
 
     name: str
-    default: int | bool
+    default: int | bool | str
     help: str
     lo: int | None = None
     hi: int | None = None
+    choices: tuple[str, ...] = ()  # a string parameter takes one of these
     label: str = ""  # short widget label (default: the name)
     cli: str = ""  # the CLI flag (default: --<name with - for _>); a bool default True gets --no-<...>
     tuned: bool = False  # whether a tuning grid varies it (and a setting's label names it)
@@ -32,6 +33,10 @@ class Param:
         return isinstance(self.default, bool)
 
     @property
+    def is_choice(self) -> bool:
+        return bool(self.choices)
+
+    @property
     def flag(self) -> str:
         if self.cli:
             return self.cli
@@ -39,6 +44,10 @@ class Param:
         return f"--no-{stem}" if self.is_bool and self.default else f"--{stem}"
 
     def check(self, method: str, v: Any) -> None:
+        if self.is_choice:
+            if v not in self.choices:
+                raise ConfigError(f"{self.name} must be one of {', '.join(self.choices)}, got {v!r}")
+            return
         if self.is_bool:
             if not isinstance(v, bool):
                 raise ConfigError(f"{self.name} must be true or false")

@@ -1,0 +1,291 @@
+"""Cost-aware step budgets: before each forward, choose what to feed so that the expected tokens
+committed per unit of step cost is highest (``budget="auto"`` of lookahead and prompt lookup).
+
+Three parts, plain Python (no torch):
+
+- ``StepCosts``: what a step that feeds k tokens costs, relative to a one-token (AR) step, on this
+  hardware. The prior is a measured step-cost curve (decoding/perf/costs.py) or a generic one for
+  the device; it is calibrated online from the step times the run observes: once one-token steps
+  and k-token steps have been timed, their measured ratio replaces the curve's, and sizes not yet
+  seen are scaled by the excess the run has shown over the curve (a curve measured in isolation
+  underestimates what a step costs inside a run).
+- ``Acceptance``: the probability that a guessed token is accepted given that its parent was,
+  per guess source (a pool entry's origin, a prompt-lookup match length) and depth, estimated from
+  what verification has shown so far in the run, with priors for the first steps.
+- ``choose``: the guesses form a tree (shared prefixes fed once); a node's chance to be accepted is
+  its parent's times its own conditional acceptance (siblings exclude each other: the model's
+  argmax is one token). Nodes are added most likely first; the prefix with the highest
+  (1 + expected accepted) / cost(fed) wins. Feeding nothing but the current token is an option
+  (a plain AR step).
+
+The budget only changes what is guessed, never what is accepted: greedy output stays AR's, and
+sampled output keeps AR's distribution (decoding/verify.py decides).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+BUDGETS = ("fixed", "auto")
+BUDGET_HELP = ("fixed: every step feeds the full settings (the papers' fixed budget); auto: each step feeds only "
+               "the guesses that pay on this hardware (measured step costs, acceptance learnt in the run), "
+               "the settings as upper bounds")
+
+# Generic relative step costs when no measured curve exists for this model/device: on a CPU a
+# forward's cost grows with the tokens fed (measured SmolLM2-135M, 2 threads: c(8) ~ 1.6,
+# c(32) ~ 1.9, c(64) ~ 2.5); on an accelerator extra tokens are nearly free until compute bound.
+GENERIC = {
+    "cpu": ([1, 2, 4, 8, 16, 32, 64, 128], [1.0, 1.1, 1.3, 1.6, 1.8, 2.1, 2.8, 4.8]),
+    "accelerator": ([1, 64, 256, 1024], [1.0, 1.05, 1.3, 3.0]),
+}
+
+
+def interpolate(ks: list[int], rel: list[float]) -> Callable[[float], float]:
+    """Piecewise-linear c(k) through (ks, rel), extrapolated linearly past the last point, made
+    non-decreasing (feeding more never costs less; a dip in a measured curve is noise)."""
+    rel = [max(rel[:i + 1]) for i in range(len(rel))]
+
+    def c(k: float) -> float:
+        if k <= ks[0]:
+            return rel[0]
+        for i in range(1, len(ks)):
+            if k <= ks[i]:
+                return rel[i - 1] + (rel[i] - rel[i - 1]) * (k - ks[i - 1]) / (ks[i] - ks[i - 1])
+        return rel[-1] + (rel[-1] - rel[-2]) * (k - ks[-1]) / (ks[-1] - ks[-2])
+    return c
+
+
+def generic_prior(device_type: str) -> Callable[[float], float]:
+    return interpolate(*GENERIC["cpu" if device_type == "cpu" else "accelerator"])
+
+
+SHIPPED_CURVES = sorted((Path(__file__).resolve().parents[1] / "assets").glob("cost_curve_*.json"))
+
+
+def step_costs_for(lm, threads: int | None = None) -> StepCosts:
+    """Step costs for a loaded model: the prior is the curve measured on this machine for this
+    model/device/dtype/thread count (the cache folder), else a shipped curve of the same
+    model/device/dtype, else the generic one of the device type; then calibrated online."""
+    from .perf.costs import CurveError, CostCurve, cached_curve
+
+    device, dtype = str(lm.device), str(lm.dtype)
+    curve = cached_curve(lm.model_id, device, dtype, threads)
+    source = "measured on this machine"
+    if curve is None:
+        for p in SHIPPED_CURVES:
+            try:
+                c = CostCurve.load(p)
+            except (OSError, CurveError):
+                continue
+            if (c.model_id, c.device, c.dtype) == (lm.model_id, device, dtype):
+                curve, source = c, f"shipped ({p.name})"
+                break
+    if curve is None:
+        kind = device.split(":")[0]
+        return StepCosts(generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve")
+    return StepCosts(interpolate(curve.ks, curve.relative()), f"{source}: {curve.regime}")
+
+
+def bucket(k: int) -> int:
+    """Fed sizes that cost about the same share one bucket: 1, 2, 3, 4, then up to each power of 2."""
+    return k if k <= 4 else 1 << (k - 1).bit_length()
+
+
+class StepCosts:
+    """Relative step cost c(k) = time(step feeding k) / time(step feeding 1), calibrated online."""
+
+    def __init__(self, prior: Callable[[float], float], source: str = "", keep: int = 24, min_obs: int = 2,
+                 calibrate_first: bool = True):
+        self.prior, self.source = prior, source
+        self.keep, self.min_obs, self.calibrate_first = keep, min_obs, calibrate_first
+        self._obs: dict[int, deque] = {}
+
+    def observe(self, fed: int, seconds: float) -> None:
+        if seconds > 0:
+            self._obs.setdefault(bucket(fed), deque(maxlen=self.keep)).append((fed, seconds))
+
+    def _median(self, b: int) -> tuple[float, float] | None:
+        """(median fed, median seconds) of bucket b, if it has enough observations."""
+        obs = self._obs.get(b)
+        if not obs or len(obs) < self.min_obs:
+            return None
+        return statistics.median(f for f, _ in obs), statistics.median(s for _, s in obs)
+
+    def t1(self) -> float | None:
+        """Median seconds of a one-token step in this run (None until measured)."""
+        m = self._median(1)
+        return m[1] if m else None
+
+    def excess(self) -> float:
+        """How much dearer than the prior curve the run's multi-token steps were (1.0: as the curve)."""
+        t1 = self.t1()
+        if t1 is None:
+            return 1.0
+        ratios = []
+        for b in self._obs:
+            m = self._median(b) if b > 1 else None
+            if m:
+                ratios.append(m[1] / t1 / self.prior(m[0]))
+        return min(max(statistics.median(ratios), 0.5), 3.0) if ratios else 1.0
+
+    def cost(self, k: int) -> float:
+        """c(k) relative to a one-token step (k <= 1: 1.0)."""
+        if k <= 1:
+            return 1.0
+        t1 = self.t1()
+        m = self._median(bucket(k)) if t1 is not None else None
+        if m:  # measured in this run: the bucket's median, scaled within the bucket by the curve's shape
+            return max(m[1] / t1 * self.prior(k) / self.prior(m[0]), 1.0)
+        return max(self.prior(k) * self.excess(), 1.0)
+
+    def needs_ar_sample(self) -> bool:
+        """True until one-token steps have been timed (the calibration's unit), unless the prior is
+        to be trusted as it is (``calibrate_first=False``)."""
+        return self.calibrate_first and self.t1() is None
+
+
+@dataclass
+class Acceptance:
+    """P(a guessed token is accepted | its parent was), per (source, depth), with priors.
+
+    Depth 1 starts from ``priors``, depth 2 from ``deep``, and deeper depths from the estimate of
+    the depth above (a copied span that has matched so far tends to go on matching); observations
+    take over within a few steps."""
+
+    priors: dict[str, float]  # depth 1
+    deep: float = 0.5  # depth 2 (a guess whose first token matched often goes on matching)
+    strength: float = 2.0  # the prior counts as this many observations
+    default: float = 0.1
+    counts: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+
+    def p(self, source: str, depth: int) -> float:
+        if depth <= 1:
+            prior = self.priors.get(source, self.default)
+        else:
+            prior = self.deep if depth == 2 else self.p(source, depth - 1)
+        a, n = self.counts.get((source, depth), (0, 0))
+        return (a + self.strength * prior) / (n + self.strength)
+
+    def observe(self, source: str, depth: int, accepted: bool) -> None:
+        c = self.counts.setdefault((source, depth), [0, 0])
+        c[0] += int(accepted)
+        c[1] += 1
+
+    def snapshot(self, depth: int = 1) -> dict[str, float]:
+        sources = sorted({s for s, _ in self.counts} | set(self.priors))
+        return {s: round(self.p(s, depth), 3) for s in sources}
+
+
+@dataclass
+class Node:
+    token: int
+    parent: int  # index of the parent node, -1: the current token
+    depth: int  # 1 = right after the current token
+    source: str  # where the guess came from (an Acceptance source)
+    tag: object = None  # what the first chain through this node was (the method's own note)
+
+
+class DraftTree:
+    """Guessed continuations of the current token merged into a tree (a shared prefix once)."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self._child: dict[tuple[int, int], int] = {}
+
+    def add(self, tokens: list[int], source: str, tag: object = None) -> None:
+        parent = -1
+        for d, t in enumerate(tokens, 1):
+            i = self._child.get((parent, t))
+            if i is None:
+                i = len(self.nodes)
+                self.nodes.append(Node(t, parent, d, source, tag))
+                self._child[(parent, t)] = i
+            parent = i
+
+    def reach(self, acc: Acceptance) -> list[float]:
+        """P(each node is accepted): its parent's times its own share of P(some sibling is). Siblings
+        exclude each other (the argmax is one token), so P(some sibling) = 1 - prod(1 - q) of their
+        own estimates q (as if they were independent guesses), shared in proportion to q."""
+        q = [acc.p(n.source, n.depth) for n in self.nodes]
+        total: dict[int, float] = {}
+        miss: dict[int, float] = {}
+        for n, qi in zip(self.nodes, q):
+            total[n.parent] = total.get(n.parent, 0.0) + qi
+            miss[n.parent] = miss.get(n.parent, 1.0) * (1.0 - qi)
+        out: list[float] = []
+        for n, qi in zip(self.nodes, q):  # parents come before children
+            share = qi / total[n.parent] * (1.0 - miss[n.parent]) if total[n.parent] > 0 else 0.0
+            out.append(share * (out[n.parent] if n.parent >= 0 else 1.0))
+        return out
+
+
+TOLERANCE = 0.002  # relative gains in tokens per cost smaller than this are ignored
+
+
+@dataclass
+class Choice:
+    nodes: list[int]  # selected node indices, parents before children
+    fed: int  # tokens fed by the step (the current token and any fixed part included)
+    expected: float  # expected tokens committed (1 + expected accepted guesses + any extra value)
+    cost: float  # c(fed)
+    options: list[list[float]]  # [fed, expected, cost] of the prefixes weighed (a sample of them)
+
+    @property
+    def rate(self) -> float:
+        return self.expected / self.cost
+
+
+def choose(tree: DraftTree, acc: Acceptance, costs: StepCosts, base_fed: int = 1, bonus: float = 0.0,
+           max_nodes: int | None = None) -> Choice:
+    """The prefix of the nodes (most likely first) that maximises expected tokens per cost.
+    ``base_fed``: tokens fed whatever the choice (the current token, a window); ``bonus``: expected
+    value of that fixed part (e.g. the window's future n-grams)."""
+    reach = tree.reach(acc)
+    order = sorted(range(len(tree.nodes)), key=lambda i: (-reach[i], tree.nodes[i].depth, i))
+    if max_nodes is not None:
+        order = order[:max_nodes]
+    cum = 0.0
+    options = [[base_fed, 1 + bonus, costs.cost(base_fed)]]
+    exp_at, rates = [1 + bonus], [(1 + bonus) / costs.cost(base_fed)]
+    for n, i in enumerate(order, 1):
+        cum += reach[i]
+        e, c = 1 + bonus + cum, costs.cost(base_fed + n)
+        exp_at.append(e)
+        rates.append(e / c)
+        if n & (n - 1) == 0 or n == len(order):  # record powers of two and the full tree
+            options.append([base_fed + n, round(e, 3), round(c, 3)])
+    # the smallest prefix within TOLERANCE of the best rate: a gain inside the cost model's noise
+    # is not worth feeding for
+    best_n = next(n for n, r in enumerate(rates) if r >= max(rates) / (1 + TOLERANCE))
+    chosen = sorted(order[:best_n])  # node indices grow with depth along a path: parents first
+    return Choice(chosen, base_fed + best_n, exp_at[best_n], costs.cost(base_fed + best_n), options)
+
+
+def paths(tree: DraftTree, chosen: list[int]) -> list[list[int]]:
+    """Root-to-leaf paths (node indices) of the chosen subtree."""
+    sel = set(chosen)
+    has_child = {tree.nodes[i].parent for i in chosen}
+    out = []
+    for i in chosen:
+        if i in has_child:
+            continue
+        path = []
+        while i >= 0:
+            path.append(i)
+            i = tree.nodes[i].parent
+        out.append(path[::-1])
+    assert all(all(j in sel for j in p) for p in out), "a chosen node's parent was not chosen"
+    return out
+
+
+def observe_tree(tree: DraftTree, chosen: list[int], accepted: list[int], acc: Acceptance) -> None:
+    """Update acceptance from one verified step: ``accepted`` = the nodes on the accepted path."""
+    on_path = set(accepted)
+    for i in chosen:
+        n = tree.nodes[i]
+        if n.parent < 0 or n.parent in on_path:  # its parent was accepted: it had its chance
+            acc.observe(n.source, n.depth, i in on_path)
