@@ -206,7 +206,7 @@ def cmd_bench(a) -> int:
 
     _check_max_new(a)
     methods = _bench_methods(a.methods)
-    params = {m: method_params(m, a) if m != "generate" else {} for m in methods}
+    params = {m: _variant_params(m, a) for m in methods}
     rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
     results = _resumed_rows(a)
     done = {(r["id"], r["method"], r["record"]) for r in results}
@@ -233,11 +233,33 @@ def cmd_bench(a) -> int:
 
 
 def _bench_methods(arg: str) -> list[str]:
+    """The --methods entries: a method, 'generate', or a variant 'method:auto' / 'method:fixed'
+    (its step budget) or 'method:key=value:...' (any of its parameters), e.g. lookahead:auto:G=15."""
     methods = [m for m in arg.split(",") if m]
     for m in methods:
-        if m not in (*REGISTRY, "generate"):
-            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(REGISTRY)}, generate)")
+        base = m.split(":")[0]
+        if base not in (*REGISTRY, "generate") or (base == "generate" and m != base):
+            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(REGISTRY)}, generate; "
+                             "a variant as method:auto or method:key=value)")
+    if len(set(methods)) != len(methods):
+        raise UsageError("--methods lists a method twice")
     return methods
+
+
+def _variant_params(label: str, a) -> dict[str, Any]:
+    """The resolved params of a --methods entry: the command line's, then the variant's own."""
+    base, *extra = label.split(":")
+    if base == "generate":
+        return {}
+    over: dict[str, Any] = {}
+    for e in extra:
+        k, eq, v = e.partition("=")
+        if not eq and e in ("auto", "fixed"):
+            k, v = "budget", e
+        elif not eq:
+            raise UsageError(f"--methods: {e!r} in {label!r} is not key=value, auto or fixed")
+        over[k] = int(v) if v.lstrip("-").isdigit() else {"true": True, "false": False}.get(v, v)
+    return resolve_params(base, {**method_params(base, a), **over})
 
 
 def _resumed_rows(a) -> list[dict]:
@@ -257,7 +279,7 @@ def _bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, a, re
     ref = next((x["output_ids"] for x in results if x["id"] == r["id"] and x["method"] == "ar" and x["record"]), None)
     fresh = []
     for m, record in todo:
-        row = _bench_run(lm, ids, m, params[m], a.max_new_tokens, record, sampling)
+        row = _bench_run(lm, ids, m.split(":")[0], params[m], a.max_new_tokens, record, sampling)
         if m == "ar" and record:
             ref = row["output_ids"]
         fresh.append({"id": r["id"], "category": r["category"], "method": m, "params": params[m], "record": record,

@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from decoding.cli import summarize  # noqa: E402
+from decoding.methods import REGISTRY  # noqa: E402
 
 
 def fmt(v, spec: str) -> str:
@@ -26,7 +27,8 @@ def count(row: dict | None, n: int | None) -> str:
 def main(path: str) -> None:
     rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     table = [r for r in summarize(rows) if not r["method"].endswith("/norec")]
-    methods = sorted({r["method"] for r in table}, key=["ar", "generate", "jacobi", "lookahead", "pld"].index)
+    order = ["ar", "generate", *REGISTRY]  # variants (lookahead:auto) right after their method
+    methods = sorted({r["method"] for r in table}, key=lambda m: (order.index(m.split(":")[0]), m))
     cats = sorted({r["category"] for r in table if r["category"] != "ALL"}) + ["ALL"]
     by = {(r["method"], r["category"]): r for r in table}
     n = {c: by.get(("ar", c), {}).get("prompts") for c in cats}

@@ -65,3 +65,20 @@ def test_resume_drops_a_row_cut_short(bench, tmp_path):
 def test_resume_needs_out(capsys):
     assert cli.main(["bench", "--prompts", "x.jsonl", "--resume"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_bench_variants_run_each_budget(bench, tmp_path, capsys):
+    code, rows = bench("--per-category", "1", "--methods", "ar,lookahead,lookahead:auto,pld:auto:k=4")
+    assert code == 0
+    by = {r["method"]: r for r in rows if r["id"] == "0"}
+    assert set(by) == {"ar", "lookahead", "lookahead:auto", "pld:auto:k=4"}
+    assert by["lookahead"]["params"]["budget"] == "fixed" and by["lookahead:auto"]["params"]["budget"] == "auto"
+    assert by["pld:auto:k=4"]["params"] == {"k": 4, "max_ngram": 3, "budget": "auto"}
+    assert all(r["matches_ar"] is True for r in rows)
+    table = {(t["method"], t["category"]) for t in cli.summarize(rows)}
+    assert ("lookahead:auto", "ALL") in table
+    capsys.readouterr()
+    for bad, why in (("lookahead:fast", "not key=value"), ("medusa:auto", "unknown method"), ("ar,ar", "twice"),
+                     ("lookahead:W=999", "W must be between")):
+        assert cli.main(["bench", "--prompts", str(tmp_path / "q.jsonl"), "--methods", bad, "--max-new-tokens", "4"]) == 2
+        assert why in capsys.readouterr().err
