@@ -19,7 +19,12 @@ if t is not None:
     page = 0
     if len(spans) > 1:
         page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="la_page")
-    ui.chart(lookahead.step_animation, t, page, key="la_anim")
+    views = {"positions (the paper's figure)": lookahead.position_animation, "compact (columns)": lookahead.step_animation}
+    view = st.radio("Window view", list(views), key="la_view", horizontal=True,
+                    help="Positions: x is the sequence position, so each harvested n-gram is a diagonal. Compact: "
+                         "x is the window column (level l of column j sits at position t+1+l+j).")
+    ui.chart(views[view], t, page, key="la_anim")
+    st.markdown(lookahead.pool_sources_sentence(t))
     if t.sampled:
         st.subheader("Sampling: the verification decisions")
         st.markdown("Under sampling a candidate token t is accepted with probability p(t). A rejected token's p is "

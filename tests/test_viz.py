@@ -197,6 +197,63 @@ def test_lookahead_animation_legend_and_controls():
     assert fig.layout.yaxis.fixedrange
 
 
+def test_position_view_puts_each_cell_at_its_sequence_position():
+    """Issue 11, figure 4: x = position - t, y = level; level l, column j at t + 1 + l + j."""
+    t = lookahead_trace()
+    fig = lookahead.position_animation(t)
+    assert [f.name for f in fig.frames] == ["0", "1"]
+    diag, d1 = fig.frames[1].data
+    hover = lambda x, y: d1.hovertext[_cell(d1, x, y)]
+    tok = lambda x, y: int(hover(x, y).split("(id ")[1].rstrip(")"))
+    # step 1: window [[1 2] [20 21]]: level 0 at t+1, t+2; level 1 at t+2, t+3
+    assert [tok(1, 0), tok(2, 0), tok(2, 1), tok(3, 1)] == [1, 2, 20, 21]
+    assert "position t+3" in hover(3, 1)
+    # the next level (the harvested n-grams' last tokens 30 31) one position further: t+3, t+4
+    assert [tok(3, 2), tok(4, 2)] == [30, 31]
+    # each harvested n-gram is one diagonal: (1 20 30) and (2 21 31)
+    assert list(diag.x) == [1, 2, 3, None, 2, 3, 4, None] and list(diag.y) == [0, 1, 2, None, 0, 1, 2, None]
+    # the text row: the context 10 at t-1, the current token 11 at t, then the committed 12 13 14
+    assert [tok(x, -1) for x in (-1, 0, 1, 2, 3)] == [10, 11, 12, 13, 14]
+    assert d1.marker.color[_cell(d1, 0, -1)] == lookahead.LOOKAHEAD_CELLS["current"][0]
+    prov = analysis.provenance(t)[2:5]
+    assert [d1.marker.color[_cell(d1, x, -1)] for x in (1, 2, 3)] == [PROVENANCE[p][0] for p in prov]
+    # candidates after t, below the text: (12 13) accepted on row -2, (12 40) on row -3
+    assert [tok(1, -2), tok(2, -2), tok(1, -3), tok(2, -3)] == [12, 13, 12, 40]
+    acc = lookahead.LOOKAHEAD_CELLS["accepted"][0]
+    assert [d1.marker.color[_cell(d1, x, -2)] for x in (1, 2)] == [acc, acc]
+    # step 0 (the window filling): its next level is step 1's level 1 (20 21) at t+2, t+3 on level 1
+    d0 = fig.frames[0].data[1]
+    assert [d0.hovertext[_cell(d0, x, 1)].split("(id ")[1][:2] for x in (2, 3)] == ["20", "21"]
+    assert list(fig.frames[0].data[0].x) == [None]  # nothing harvested yet
+    assert list(fig.layout.xaxis.ticktext)[:4] == ["t-3", "t-2", "t-1", "t"]
+    assert "at t = 4" in fig.frames[1].layout.title.text  # prompt of 3 tokens, output 10 11: t = 3 + 1
+    assert "harvested n-gram (a diagonal)" in legend_names(fig)
+
+
+def test_compact_view_says_its_x_is_a_column():
+    """The compact view's x tick said 'col j / tok j+1', wrong for levels >= 1: now 'col j', with the
+    position in the axis title and every cell's hover."""
+    fig = lookahead.step_animation(lookahead_trace())
+    assert list(fig.layout.xaxis.ticktext)[:3] == ["cur", "col 0", "col 1"]
+    assert "t+1+l+j" in fig.layout.xaxis.title.text
+    d1 = fig.frames[1].data[0]
+    grid = lookahead.step_grid(lookahead_trace())
+    assert "position t+3" in d1.hovertext[_cell(d1, 2, grid.level(1))]  # level 1, column 1
+
+
+def test_pool_sources_sentence():
+    """Issue 11, item 9: the Lookahead page says which pool sources the shown trace used."""
+    t = lookahead_trace()  # seed_pool_prompt on, harvest_output off
+    assert lookahead.pool_sources(t) == ["window", "prompt"]
+    words = lookahead.pool_sources_sentence(t)
+    assert "the prompt's n-grams (seeded before the first step: 1)" in words and "committed output" not in words
+    t.params.update(seed_pool_prompt=False, harvest_output=False)
+    assert lookahead.pool_sources(t) == ["window"]
+    assert "window only, as in the lookahead paper" in lookahead.pool_sources_sentence(t)
+    t.params.pop("harvest_output")  # missing: the registry's default (on)
+    assert lookahead.pool_sources(t) == ["window", "output"]
+
+
 def test_pool_rows_and_graph():
     t = lookahead_trace()
     rows = lookahead.pool_rows(t, 1)  # before step 1: the prompt seed and (11 12 13)

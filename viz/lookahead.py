@@ -64,7 +64,10 @@ def harvested_columns(window: list[list[int]], harvested: list[list[int]]) -> di
 
 
 class _Grid:
-    """Row positions of the step animation for one trace's W, N, G."""
+    """Where the compact step animation puts each cell, for one trace's W, N, G: x = window column
+    (1 + j; the current token at 0), one row per level, candidate and the committed tokens. A level-l
+    token of column j sits at position t + 1 + l + j: x is a column here, not a position (the
+    position view draws positions)."""
 
     def __init__(self, W: int, N: int, rows_cand: int):
         self.W, self.N, self.G = W, N, max(rows_cand, 1)
@@ -76,6 +79,21 @@ class _Grid:
     def level(self, l: int) -> int:
         return 1 + (self.N - 2 - l)
 
+    def window(self, l: int, j: int) -> tuple[int, int]:
+        return 1 + j, self.level(l)
+
+    def next_level(self, levels: int, j: int) -> tuple[int, int]:
+        return 1 + j, self.next
+
+    def current(self) -> tuple[int, int]:
+        return 0, self.level(0)
+
+    def candidate(self, c: int, i: int) -> tuple[int, int]:
+        return 1 + i, self.cand0 + c
+
+    def commit(self, i: int) -> tuple[int, int]:
+        return 1 + i, self.committed
+
     def ticks(self) -> tuple[list[int], list[str]]:
         vals = [self.next] + [self.level(l) for l in range(self.N - 1)] + \
             [self.cand0 + i for i in range(self.G)] + [self.committed]
@@ -84,57 +102,108 @@ class _Grid:
         return vals, text
 
 
-def step_grid(trace) -> _Grid:
-    """The animation's grid for a trace: W, N and room for G (or the most candidates of any step)."""
+class PositionGrid(_Grid):
+    """The paper's picture: x = sequence position relative to the current token t (x = 0), y = level.
+    Level l, column j sits at t + 1 + l + j, so each column's n-gram is a diagonal; the text row
+    (y = -1) holds the last committed tokens, the current one and this step's committed tokens;
+    candidate c's token i sits at t + 1 + i on row -2 - c."""
+
+    CONTEXT = 3  # committed tokens shown before the current one
+
+    def window(self, l: int, j: int) -> tuple[int, int]:
+        return 1 + l + j, l
+
+    def next_level(self, levels: int, j: int) -> tuple[int, int]:
+        return 1 + levels + j, levels  # the argmax of the top level (levels - 1) predicts one further on
+
+    def current(self) -> tuple[int, int]:
+        return 0, -1
+
+    def candidate(self, c: int, i: int) -> tuple[int, int]:
+        return 1 + i, -2 - c
+
+    def commit(self, i: int) -> tuple[int, int]:
+        return 1 + i, -1
+
+    def context(self, k: int) -> tuple[int, int]:
+        return -k, -1  # k = 1 .. CONTEXT tokens before the current one
+
+    def ticks(self) -> tuple[list[int], list[str]]:
+        vals = [self.N - 1] + list(range(self.N - 2, -1, -1)) + [-1] + [-2 - c for c in range(self.G)]
+        text = ["next level"] + [f"level {l}" for l in range(self.N - 2, -1, -1)] + ["text"] + \
+            [f"candidate {c + 1}" for c in range(self.G)]
+        return vals, text
+
+    def xrange(self) -> tuple[int, int]:
+        return -self.CONTEXT, self.N + self.W - 1
+
+
+def step_grid(trace, positions: bool = False) -> _Grid:
+    """The animation's grid for a trace: W, N and room for G (or the most candidates of any step);
+    ``positions``: the position view's grid."""
     W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
     G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in lookahead_steps(trace)])
-    return _Grid(W, N, G)
+    return (PositionGrid if positions else _Grid)(W, N, G)
+
+
+def next_level(trace, si: int, cols: dict[int, list[int]], W: int) -> list[int | None]:
+    """The row above the window: the harvested n-grams' last tokens (the top level's argmax), or,
+    while the window fills, the level the next step adds."""
+    rec = trace.steps[si].lookahead
+    if cols:
+        return [cols[j][-1] if j in cols else None for j in range(W)]
+    if si + 1 < len(trace.steps) and trace.steps[si + 1].lookahead is not None:
+        w2 = trace.steps[si + 1].lookahead.window
+        if w2 and len(w2) > len(rec.window):
+            return list(w2[-1])
+    return []
 
 
 def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
-    """All cells of one step: x, y, colours, outlines, text, hover."""
+    """All cells of one step: x, y, colours, outlines, text, hover (placed by ``grid``)."""
     step = trace.steps[si]
     rec = step.lookahead
+    t = len(trace.prompt_ids) + before[si] - 1  # the current token's position in the sequence
     cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
     cells: list[tuple] = []  # (x, y, fill, line colour, line width, label, hover)
 
-    def add(x, y, tok, fill, hover, line=BLACK, width=1):
-        cells.append((x, y, fill, line, width, cell_label(piece(texts, tok), 6),
+    def add(xy, tok, fill, hover, line=BLACK, width=1):
+        cells.append((xy[0], xy[1], fill, line, width, cell_label(piece(texts, tok), 6),
                       f"{hover}<br>token {hover_label(piece(texts, tok))} (id {tok})"))
 
     if cur is not None:
-        add(0, grid.level(0), cur, LOOKAHEAD_CELLS["current"][0], "current token (last committed)")
+        add(grid.current(), cur, LOOKAHEAD_CELLS["current"][0], f"current token (last committed), position t = {t}")
+    if isinstance(grid, PositionGrid):
+        for k in range(1, grid.CONTEXT + 1):
+            if before[si] - 1 - k >= 0:
+                add(grid.context(k), trace.output_ids[before[si] - 1 - k], LIGHT, f"committed text, position t-{k}",
+                    line="#999999")
     cols = harvested_columns(rec.window, rec.harvested)
     for l, level in enumerate(rec.window):
         for j, tok in enumerate(level):
             h = cols.get(j)
-            note = f"<br>harvested n-gram: {esc(visible(''.join(piece(texts, t) for t in h)))}" if h else ""
-            add(1 + j, grid.level(l), tok, LOOKAHEAD_CELLS["window"][0], f"window level {l}, column {j}{note}",
+            note = f"<br>harvested n-gram: {esc(visible(''.join(piece(texts, x) for x in h)))}" if h else ""
+            add(grid.window(l, j), tok, LOOKAHEAD_CELLS["window"][0],
+                f"window level {l}, column {j}: position t+{1 + l + j}{note}",
                 line=HARVEST_LINE if h else "#555555", width=4 if h else 1)
-    # next level: harvested grams' last tokens, or (while the window fills) the next step's new level
-    nxt: list[int] = []
-    if cols:
-        nxt = [cols[j][-1] if j in cols else None for j in range(grid.W)]
-    elif si + 1 < len(trace.steps) and trace.steps[si + 1].lookahead is not None:
-        w2 = trace.steps[si + 1].lookahead.window
-        if w2 and len(w2) > len(rec.window):
-            nxt = list(w2[-1])
-    for j, tok in enumerate(nxt):
+    for j, tok in enumerate(next_level(trace, si, cols, grid.W)):
         if tok is not None:
-            add(1 + j, grid.next, tok, LOOKAHEAD_CELLS["next"][0], f"argmax of level {len(rec.window) - 1}, column {j}",
+            L = len(rec.window)
+            add(grid.next_level(L, j), tok, LOOKAHEAD_CELLS["next"][0],
+                f"argmax of level {L - 1}, column {j}: position t+{1 + L + j}",
                 line=HARVEST_LINE if j in cols else "#555555", width=4 if j in cols else 1)
     for ci, cand in enumerate(rec.candidates[: grid.G]):
         m = rec.matched[ci]
-        origin = rec.origins[ci]
         for i, tok in enumerate(cand):
             kind = ("accepted" if ci == rec.chosen else "matched") if i < m else "candidate"
-            add(1 + i, grid.cand0 + ci, tok, LOOKAHEAD_CELLS[kind][0],
-                f"candidate {ci + 1} (from the {esc(origin)} pool), token {i + 1}: "
+            add(grid.candidate(ci, i), tok, LOOKAHEAD_CELLS[kind][0],
+                f"candidate {ci + 1} (from the {esc(rec.origins[ci])} pool), token {i + 1} at position t+{1 + i}: "
                 f"{'matched' if i < m else 'not matched'}{' and accepted' if kind == 'accepted' else ''}")
     for i, tok in enumerate(step.tokens):
         src = prov[before[si] + i] if before[si] + i < len(prov) else "step"
-        add(1 + i, grid.committed, tok, PROVENANCE.get(src, (BLUE, src))[0],
-            f"committed token {i + 1}: {esc(PROVENANCE.get(src, ('', src))[1])}")
+        add(grid.commit(i), tok, PROVENANCE.get(src, (BLUE, src))[0],
+            f"committed token {i + 1}, position t+{1 + i}: {esc(PROVENANCE.get(src, ('', src))[1])}",
+            line=BLACK, width=3 if isinstance(grid, PositionGrid) else 1)
     return dict(
         x=[c[0] for c in cells], y=[c[1] for c in cells],
         marker=dict(symbol="square", size=CELL, color=[c[2] for c in cells],
@@ -145,6 +214,20 @@ def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
     )
 
 
+def diagonals(trace, si: int, grid: PositionGrid) -> dict:
+    """The harvested n-grams of step ``si`` as lines through their cells (x, y with None between):
+    column j's n-gram runs from level 0 at t + 1 + j up to the next level at t + N + j."""
+    rec = trace.steps[si].lookahead
+    xs, ys = [], []
+    for j in sorted(harvested_columns(rec.window, rec.harvested)):
+        for l in range(len(rec.window)):
+            x, y = grid.window(l, j)
+            xs.append(x); ys.append(y)
+        x, y = grid.next_level(len(rec.window), j)
+        xs += [x, None]; ys += [y, None]
+    return dict(x=xs or [None], y=ys or [None])
+
+
 def _step_title(trace, si, texts, before) -> str:
     step, rec = trace.steps[si], trace.steps[si].lookahead
     cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
@@ -153,46 +236,110 @@ def _step_title(trace, si, texts, before) -> str:
         got = f"accepted {rec.matched[rec.chosen]} from the pool"
     else:
         got = "no match" if rec.candidates else "no candidates"
-    return (f"Step {si} · current '{curtxt}' · {len(rec.candidates)} candidate"
-            f"{'s' if len(rec.candidates) != 1 else ''} · {got} · {len(step.tokens)} committed")
+    return (f"Step {si} · current '{curtxt}' at t = {len(trace.prompt_ids) + before[si] - 1} · {len(rec.candidates)} "
+            f"candidate{'s' if len(rec.candidates) != 1 else ''} · {got} · {len(step.tokens)} committed")
+
+
+def _legend(fig: go.Figure, positions: bool) -> None:
+    legend_entries(fig, LOOKAHEAD_CELLS.values())
+    if positions:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="harvested n-gram (a diagonal)", hoverinfo="skip",
+                                 showlegend=True, line=dict(color=HARVEST_LINE, width=6)))
+    else:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="harvested n-gram column", hoverinfo="skip",
+                                 showlegend=True, marker=dict(symbol="square", size=14, color=WHITE,
+                                                              line=dict(color=HARVEST_LINE, width=3))))
+    legend_entries(fig, [PROVENANCE[k] for k in ("step", "pool", "prompt_pool", "output_pool")])
+
+
+def _frame_data(trace, si, grid, texts, prov, before) -> list[go.Scatter]:
+    cells = go.Scatter(**_step_cells(trace, si, grid, texts, prov, before))
+    return [go.Scatter(**diagonals(trace, si, grid)), cells] if isinstance(grid, PositionGrid) else [cells]
+
+
+def _animation(trace, page: int, grid: _Grid, duration_ms: int) -> go.Figure | None:
+    """The step animation on ``grid``: compact (trace 0 = the cells) or positions (trace 0 = the
+    harvested diagonals, trace 1 = the cells); frames update those and are named after the step index."""
+    idx = lookahead_steps(trace)
+    if not idx:
+        return None
+    shown = page_items(idx, page)
+    texts, prov, before = token_texts(trace), analysis.provenance(trace), committed_before(trace)
+    positions = isinstance(grid, PositionGrid)
+    fig = go.Figure()
+    first = _frame_data(trace, shown[0], grid, texts, prov, before)
+    if positions:
+        fig.add_trace(first[0].update(mode="lines", line=dict(color=HARVEST_LINE, width=6), opacity=0.6,
+                                      hoverinfo="skip", showlegend=False))
+    fig.add_trace(first[-1].update(mode="markers+text", showlegend=False, hoverinfo="text", textposition="middle center"))
+    _legend(fig, positions)
+    fig.frames = [go.Frame(name=str(si), traces=[0, 1] if positions else [0],
+                           data=_frame_data(trace, si, grid, texts, prov, before),
+                           layout=dict(title=dict(text=_step_title(trace, si, texts, before)))) for si in shown]
+    animation_controls(fig, [str(si) for si in shown], [str(si) for si in shown], duration_ms, prefix="step ")
+    rows = grid.N + 1 + grid.G if positions else grid.height
+    base_layout(fig, _step_title(trace, shown[0], texts, before), 280 + (CELL + 6) * rows, animated=True)
+    return fig
 
 
 def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
-    """Animated lookahead steps (Play / Pause / slider), one page of ``style.pages`` at a time.
-
-    Trace 0 holds every cell of the shown step (frames update only it); frames are named after
-    the step index.
-    """
-    idx = lookahead_steps(trace)
-    if not idx:
-        return empty_figure("No lookahead steps recorded in this trace.")
-    shown = page_items(idx, page)
+    """Animated lookahead steps, compact (Play / Pause / slider), one page of ``style.pages`` at a time:
+    x = window column (see ``_Grid``). Trace 0 holds every cell of the shown step (frames update only it)."""
     grid = step_grid(trace)
-    W, N = grid.W, grid.N
-    texts = token_texts(trace)
-    prov = analysis.provenance(trace)
-    before = committed_before(trace)
-
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(mode="markers+text", showlegend=False, hoverinfo="text", textposition="middle center",
-                             **_step_cells(trace, shown[0], grid, texts, prov, before)))
-    legend_entries(fig, LOOKAHEAD_CELLS.values())
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="harvested n-gram column", hoverinfo="skip", showlegend=True,
-                             marker=dict(symbol="square", size=14, color=WHITE, line=dict(color=HARVEST_LINE, width=3))))
-    legend_entries(fig, [PROVENANCE[k] for k in ("step", "pool", "prompt_pool", "output_pool")])
-    fig.frames = [go.Frame(name=str(si), traces=[0], data=[go.Scatter(**_step_cells(trace, si, grid, texts, prov, before))],
-                           layout=dict(title=dict(text=_step_title(trace, si, texts, before)))) for si in shown]
-    animation_controls(fig, [str(si) for si in shown], [str(si) for si in shown], duration_ms, prefix="step ")
-    base_layout(fig, _step_title(trace, shown[0], texts, before), 280 + (CELL + 6) * grid.height, animated=True)
-    xmax = max(W, N)
+    fig = _animation(trace, page, grid, duration_ms)
+    if fig is None:
+        return empty_figure("No lookahead steps recorded in this trace.")
+    xmax = max(grid.W, grid.N)
     fig.update_xaxes(range=[-0.6, xmax + 0.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=list(range(xmax + 1)),
-                     ticktext=["cur"] + [f"col {j} / tok {j + 1}" if j < W else f"tok {j + 1}" for j in range(xmax)],
-                     tickfont=dict(size=10))
+                     ticktext=["cur"] + [f"col {j}" if j < grid.W else "" for j in range(xmax)], tickfont=dict(size=10),
+                     title_text="window column (level l of column j is position t+1+l+j: see the position view)")
     vals, text = grid.ticks()
     fig.update_yaxes(range=[grid.height - 0.4, -0.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=vals, ticktext=text)
     return fig
+
+
+def position_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
+    """The lookahead paper's picture, animated per step: x = sequence position relative to the
+    current token t, y = level (see ``PositionGrid``); each harvested n-gram is a diagonal line from
+    level 0 to the next level. The text row holds the committed text and this step's committed
+    tokens (outlined, coloured by where they came from); the candidates sit after t below it.
+    Trace 0 = the diagonals, trace 1 = the cells; frames update both."""
+    grid = step_grid(trace, positions=True)
+    fig = _animation(trace, page, grid, duration_ms)
+    if fig is None:
+        return empty_figure("No lookahead steps recorded in this trace.")
+    lo, hi = grid.xrange()
+    fig.update_xaxes(range=[lo - 0.6, hi + 0.6], fixedrange=True, showgrid=True, gridcolor="#EEEEEE", zeroline=False,
+                     tickmode="array", tickvals=list(range(lo, hi + 1)),
+                     ticktext=[f"t{x:+d}" if x else "t" for x in range(lo, hi + 1)], tickfont=dict(size=10),
+                     title_text="sequence position (t = the current token's)")
+    vals, text = grid.ticks()
+    fig.update_yaxes(range=[-1.6 - grid.G, grid.N - 0.4], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=vals, ticktext=text)
+    return fig
+
+
+def pool_sources(trace) -> list[str]:
+    """Where this trace's pool took n-grams from: "window" always; "prompt" if it was seeded with the
+    prompt's n-grams; "output" if it harvested the committed output (the run's parameters)."""
+    from decoding.methods import REGISTRY
+    defaults = {p.name: p.default for p in REGISTRY["lookahead"].params}
+    get = lambda k: bool(trace.params.get(k, defaults.get(k, False)))
+    return ["window"] + (["prompt"] if get("seed_pool_prompt") else []) + (["output"] if get("harvest_output") else [])
+
+
+def pool_sources_sentence(trace) -> str:
+    """One sentence: which pool sources the shown trace used, against the paper's (the window only)."""
+    src = pool_sources(trace)
+    if src == ["window"]:
+        return ("This trace's pool was fed by the window only, as in the lookahead paper (no prompt seeding, no "
+                "output harvesting).")
+    extra = " and ".join({"prompt": f"the prompt's n-grams (seeded before the first step: {len(trace.pool_seed)})",
+                          "output": "n-grams of the committed output"}[s] for s in src[1:])
+    return (f"This trace's pool was fed by the window and by {extra}: more than the lookahead paper, whose pool "
+            f"holds window n-grams only (the sidebar's paper-settings preset runs that).")
 
 
 # ---- the pool -------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from decoding.methods import METHODS as REGISTRY_METHODS
 from decoding.methods import REGISTRY
 from decoding.methods import SAMPLING_METHODS as REGISTRY_SAMPLING
 from viz.style import GREEN, METHOD_NAMES, esc, text_colour
+from app_pages.common.presets import preset_buttons
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
@@ -96,6 +97,7 @@ def sidebar() -> bool:
         st.text_area("Prompt", key="prompt", height=150)
         st.checkbox("Chat mode (the model's chat template)", key="chat")
         st.markdown("### Method")
+        preset_buttons()
         st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
         method = selected_method()
         method_widgets(method)

@@ -1,0 +1,69 @@
+"""In a real browser (see test_browser.py for the set-up): the teaching views of issue 11 render and
+animate, with screenshots for the README (docs/img):
+
+- jacobi_fast_forward.png: the Jacobi block at an iteration whose forward fast-forwarded tokens
+  (orange), the commits outlined;
+- lookahead_positions.png: the lookahead window in position space (harvested n-grams as diagonals);
+- lecture_fixed_point.png: the lecture's opening slide (Jacobi as fixed-point iteration);
+- paper_preset.png: the sidebar after the paper-settings preset.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.e2e.test_browser import (ROOT, README_IMG, assert_healthy, goto, page, play_changes_picture,  # noqa: F401
+                                    pytestmark, seek, server, wait_idle)
+
+
+def frames() -> tuple[str, str]:
+    sys.path.insert(0, str(ROOT))
+    from decoding.analysis import jacobi_cell_states
+    from decoding.trace import Trace
+    j = Trace.load(str(ROOT / "assets" / "example_jacobi.json"))
+    jf = next(str(k) for k, row in enumerate(jacobi_cell_states(j, 0)) if "fast_forward" in row)
+    la = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
+    lf = next(str(i) for i, s in enumerate(la.steps)
+              if s.lookahead and s.lookahead.harvested and s.lookahead.chosen >= 0 and s.lookahead.matched[s.lookahead.chosen] >= 2)
+    return jf, lf
+
+
+def test_teaching_views_render(page):
+    jf, lf = frames()
+    pg = page
+    pg.set_viewport_size({"width": 1400, "height": 1100})
+    wait_idle(pg)
+    pg.wait_for_selector('h1:has-text("Jacobi")')  # the default page
+    assert_healthy(pg)
+    play_changes_picture(pg)
+    seek(pg, jf)
+    chart = pg.locator(".js-plotly-plot").first
+    assert "fast-forwarded" in chart.locator(".gtitle").text_content()
+    assert pg.get_by_text("CLLM's definition", exact=False).count() > 0  # both definitions in one sentence
+    chart.screenshot(path=str(README_IMG / "jacobi_fast_forward.png"))
+
+    goto(pg, "Lookahead")
+    assert_healthy(pg)
+    assert pg.get_by_text("This trace's pool was fed by the window and by", exact=False).count() == 1
+    chart = pg.locator(".js-plotly-plot").first
+    assert chart.locator(".xtick text").filter(has_text="t+1").count() > 0  # position space by default
+    play_changes_picture(pg)
+    seek(pg, lf)
+    assert chart.locator(".scatterlayer .trace").first.locator("path.js-line").count() > 0  # the diagonals
+    chart.screenshot(path=str(README_IMG / "lookahead_positions.png"))
+
+    goto(pg, "Lecture")
+    assert_healthy(pg)
+    pg.get_by_text("Step 1 of", exact=False).first.wait_for()
+    assert "Decoding as solving equations" in pg.locator('[data-testid="lecture-text"]').inner_text()
+    pg.screenshot(path=str(README_IMG / "lecture_fixed_point.png"), full_page=True)
+
+    pg.locator('[data-testid="stSidebar"] button').filter(has_text="Paper settings").first.click()
+    wait_idle(pg)
+    w = pg.locator('[data-testid="stSidebar"] input[aria-label="W (window columns)"]')
+    assert w.input_value() == "15"
+    pg.mouse.move(900, 600)  # no tooltip over the sidebar
+    pg.keyboard.press("Escape")
+    pg.locator('[data-testid="stSidebar"] input[aria-label="G (max candidates)"]').scroll_into_view_if_needed()
+    pg.wait_for_timeout(800)
+    pg.locator('[data-testid="stSidebar"]').screenshot(path=str(README_IMG / "paper_preset.png"))
