@@ -21,6 +21,7 @@ nav = st.navigation([
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/cllm.py", title="CLLM", icon=":material/bolt:"),
     st.Page("app_pages/explain.py", title="Explain", icon=":material/insights:"),
+    st.Page("app_pages/benchmarks.py", title="Benchmarks", icon=":material/table_chart:"),
     st.Page("app_pages/lecture.py", title="Lecture", icon=":material/school:"),
     st.Page("app_pages/traces.py", title="Traces", icon=":material/save:"),
 ])

@@ -117,3 +117,21 @@ if meta:
     keep = ("base", "items", "steps", "epochs", "lr", "ar_weight", "local", "lora_r", "train_seconds", "train_tokens",
             "device", "command")
     st.dataframe([{"setting": k, "value": str(meta[k])} for k in keep if k in meta], hide_index=True)
+
+st.subheader("The training objective, drawn")
+st.markdown("The CLLM learns from the base model's Jacobi trajectories. On one of them (a block of the base trace "
+            "above, a held-out prompt the CLLM did not train on): from every state the model should predict the "
+            "fixed point y* (**global consistency**: KL from y*'s distribution to the state's, from the state's first "
+            "wrong position on, orange arrows), optionally the next state (**local consistency**, blue arrows), and "
+            "y* itself token by token (**AR loss**, weighted 10×, which keeps the greedy answer).")
+try:
+    objective = json.loads((CLLM_ASSETS / "objective.json").read_text(encoding="utf-8"))
+except (OSError, ValueError):
+    objective = None
+if objective is None:
+    st.info("No objective item shipped (assets/cllm/objective.json: scripts/cllm_objective.py writes it).")
+else:
+    who = st.radio("Loss values of", ["the CLLM", "the base model"], key="cllm_obj_model", horizontal=True)
+    ui.chart(vc.objective_figure, objective, "cllm" if who == "the CLLM" else "base", key="cllm_objective")
+    st.dataframe(vc.objective_rows(objective), hide_index=True)
+    st.caption(style.esc(f"{objective['command']} ({objective['seconds']} s on this machine's CPU)"))

@@ -90,6 +90,33 @@ def test_iterations_figure_states_the_blocks_count_from_the_analysis():
     assert any(c["iterations"] == n for c in plain)
 
 
+def test_objective_figure_draws_the_shipped_item():
+    """Issue 11, figure 7: states to the fixed point, a global arrow from every state that is not
+    y*, a local arrow between differing neighbours, the AR loss on y*, with the model's values."""
+    obj = json.loads((ASSETS / "objective.json").read_text(encoding="utf-8"))
+    fp, states = obj["fixed_point"], obj["states"]
+    assert states[-1] == fp and states[0] != fp and obj["n"] == len(fp)
+    for key in ("base", "cllm"):
+        L = obj["losses"][key]
+        assert len(L["global"]) == len(states) and len(L["local"]) == len(states) - 1
+        assert L["global"][-1] == 0.0 and all(v >= 0 for v in L["global"] + L["local"])
+    fig = vc.objective_figure(obj, "cllm")
+    cells = fig.data[0]
+    assert len(cells.x) == len(fp) * (len(states) + 1)
+    texts = [a.text for a in fig.layout.annotations if a.text]
+    L = obj["losses"]["cllm"]
+    n_global = sum(s != fp for s in states)
+    n_local = sum(a != b for a, b in zip(states, states[1:]))
+    assert sum(1 for a in fig.layout.annotations if a.showarrow) == n_global + n_local
+    assert f"{L['global'][0]:.2f}" in texts and f"{L['local'][0]:.2f}" in texts
+    assert f"y*  AR loss {L['ar']:.3f}" in texts
+    assert f"y*  AR loss {obj['losses']['base']['ar']:.3f}" in [a.text for a in vc.objective_figure(obj, "base").layout.annotations]
+    rows = vc.objective_rows(obj)
+    assert rows[0]["global (CLLM)"] == L["global"][0] and rows[-1]["local to next (CLLM)"] is None
+    # the consistency-trained model is closer to the fixed point from the initial guess than the base
+    assert obj["losses"]["cllm"]["global"][0] < obj["losses"]["base"]["global"][0]
+
+
 def test_training_curves_smooth_the_rows():
     rows = [{"step": i + 1, "consistency": float(10 - i), "ar": 1.0 / (i + 1), "seconds": 2.0 * i, "tokens": 100 * i}
             for i in range(10)]
@@ -138,9 +165,10 @@ def test_page_opens_on_the_shipped_traces():
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(specs) == 3
+    assert len(specs) == 4
     assert len(specs[0]["frames"]) >= 2 and [f["traces"] for f in specs[0]["frames"]][0] == [0, 1]
     assert "Training" in specs[2]["layout"]["title"]["text"]
+    assert "The CLLM objective" in specs[3]["layout"]["title"]["text"]
     assert any("shipped traces" in c.value for c in at.caption)
     assert len(at.metric) == 3
     sb = at.selectbox(key="cllm_block")
@@ -173,4 +201,4 @@ def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
     assert base.params["n"] == 5 and len(base.output_ids) == 20 and base.prompt_ids == cllm.prompt_ids
     assert any("live run" in c.value for c in at.caption)
     # no metrics for this folder: the curves say so instead of failing
-    assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-1].proto.spec))
+    assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-2].proto.spec))

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from viz.jacobi import _cells, block_view, full_block_tokens, legend
-from viz.style import BLUE, GREY, ORANGE, SKY, animation_controls, base_layout, empty_figure, esc, page_items
+from viz.style import (BLACK, BLUE, GREY, ORANGE, SKY, VERMILLION, animation_controls, base_layout, cell_label,
+                       empty_figure, esc, hover_label, legend_entries, page_items, piece, text_colour)
 
 ROWS = {"base": 3, "base_fp": 2, "cllm": 1, "cllm_fp": 0}  # y of each row (top to bottom)
 NAMES = ("base", "CLLM")
@@ -163,3 +164,85 @@ def drift(base, cllm) -> dict:
     return {"identical_share": same / max(len(a), len(b), 1), "common_prefix": prefix,
             "base_tokens": len(a), "cllm_tokens": len(b)}
 
+
+
+# ---- the training objective, drawn ------------------------------------------------------------------
+OBJ_CELL = 26
+OBJ_STATES = {"prefix": (GREY, "right prefix (same inputs as the fixed point: no loss)"),
+              "right": (SKY, "right, after the first wrong position"),
+              "wrong": (VERMILLION, "wrong")}
+GLOBAL_COLOUR, LOCAL_COLOUR = ORANGE, BLUE
+
+
+def objective_rows(obj: dict) -> list[dict]:
+    """One row per state of the item: its first wrong position and each model's losses (the local
+    loss goes from this state to the next)."""
+    fp, out = obj["fixed_point"], []
+    for k, s in enumerate(obj["states"]):
+        fw = next((i for i, (a, b) in enumerate(zip(s, fp)) if a != b), len(fp))
+        row = {"state": k, "first wrong position": fw}
+        for name, key in (("base", "base"), ("CLLM", "cllm")):
+            L = obj["losses"][key]
+            row[f"global ({name})"] = L["global"][k]
+            row[f"local to next ({name})"] = L["local"][k] if k < len(L["local"]) else None
+        out.append(row)
+    return out
+
+
+def _objective_cells(obj: dict) -> dict:
+    fp, states = obj["fixed_point"], obj["states"]
+    texts = {int(k): v for k, v in obj["pieces"].items()}
+    xs, ys, colours, labels, hover = [], [], [], [], []
+    for k, s in enumerate(states + [fp]):
+        fw = next((i for i, (a, b) in enumerate(zip(s, fp)) if a != b), len(fp))
+        for i, tok in enumerate(s):
+            kind = None if k == len(states) else "prefix" if i < fw else "right" if tok == fp[i] else "wrong"
+            xs.append(i); ys.append(k + (1 if k == len(states) else 0))
+            colours.append("#FFFFFF" if kind is None else OBJ_STATES[kind][0])
+            labels.append(cell_label(piece(texts, tok), 5))
+            hover.append(f"{'fixed point y*' if kind is None else f'state {k}'}, position {i}<br>"
+                         f"{hover_label(piece(texts, tok))} (id {tok})" + ("" if kind is None else f"<br>{OBJ_STATES[kind][1]}"))
+    return dict(x=xs, y=ys, mode="markers+text", text=labels, hovertext=hover, hoverinfo="text", showlegend=False,
+                textposition="middle center", textfont=dict(size=9, color=[text_colour(c) for c in colours]),
+                marker=dict(symbol="square", size=OBJ_CELL, color=colours,
+                            line=dict(color=[SKY if c == "#FFFFFF" else "#333333" for c in colours], width=1)))
+
+
+def _arrow(fig, tail: tuple[float, float], head: tuple[float, float], colour: str, text: str, label_x: float,
+           xanchor: str) -> None:
+    """An arrow from ``tail`` to ``head`` (data coordinates) and its value as a label beside the tail."""
+    fig.add_annotation(x=head[0], y=head[1], ax=tail[0], ay=tail[1], xref="x", yref="y", axref="x", ayref="y",
+                       showarrow=True, arrowhead=3, arrowsize=1, arrowwidth=1.5, arrowcolor=colour, text="", standoff=4)
+    fig.add_annotation(x=label_x, y=tail[1], xref="x", yref="y", text=text, showarrow=False, xanchor=xanchor,
+                       font=dict(size=11, color=colour))
+
+
+def objective_figure(obj: dict | None, model: str = "cllm") -> go.Figure:
+    """CLLM's training objective on one trajectory: the states from the initial guess (top) to the
+    fixed point y* (bottom); the global consistency loss as an arrow from every state to y*, the
+    local one as an arrow between neighbouring states, the AR loss on y*, with ``model``'s values
+    ("cllm" or "base"). Trace 0 holds the cells."""
+    if not obj or not obj.get("states"):
+        return empty_figure("No CLLM objective item shipped.")
+    L, states, n = obj["losses"][model], obj["states"], len(obj["fixed_point"])
+    fy = len(states) + 1  # the fixed point's row
+    fig = go.Figure(go.Scatter(**_objective_cells(obj)))
+    for k, s in enumerate(states):
+        if s != obj["fixed_point"]:
+            _arrow(fig, (n + 0.9, k), (n + 3.4, fy), GLOBAL_COLOUR, f"{L['global'][k]:.2f}", n - 0.4, "left")
+        if k < len(L["local"]) and s != states[k + 1]:
+            _arrow(fig, (-0.9, k), (-0.9, k + 1), LOCAL_COLOUR, f"{L['local'][k]:.2f}", -1.0, "right")
+    fig.add_annotation(x=n + 3.5, y=fy, xref="x", yref="y", text=f"y*  AR loss {L['ar']:.3f}", showarrow=False,
+                       xanchor="left", font=dict(size=12, color=BLACK))
+    legend_entries(fig, OBJ_STATES.values())
+    legend_entries(fig, [(GLOBAL_COLOUR, "global consistency: KL(q(·|y*) ‖ q(·|state)), arrow to y*"),
+                         (LOCAL_COLOUR, "local consistency: KL(q(·|next) ‖ q(·|state)), arrow to the next state")],
+                   symbol="arrow-right")
+    who = "the CLLM" if model == "cllm" else "the base model"
+    base_layout(fig, f"The CLLM objective on block {obj['block']} of a real trajectory · losses of {who}",
+                180 + 30 * (fy + 1))
+    fig.update_xaxes(range=[-3.2, n + 7.5], showgrid=False, zeroline=False, fixedrange=True, tickmode="array",
+                     tickvals=list(range(n)), title_text="position in block")
+    fig.update_yaxes(range=[fy + 0.7, -0.7], showgrid=False, zeroline=False, fixedrange=True, tickmode="array",
+                     tickvals=list(range(len(states))) + [fy], ticktext=[f"state {k}" for k in range(len(states))] + ["y*"])
+    return fig

@@ -5,7 +5,9 @@ animate, with screenshots for the README (docs/img):
   (orange), the commits outlined;
 - lookahead_positions.png: the lookahead window in position space (harvested n-grams as diagonals);
 - lecture_fixed_point.png: the lecture's opening slide (Jacobi as fixed-point iteration);
-- paper_preset.png: the sidebar after the paper-settings preset.
+- paper_preset.png: the sidebar after the paper-settings preset;
+- benchmarks.png: the per-category tokens/step and speedup, the papers' figures marked;
+- cllm_objective.png: CLLM's training objective on a real trajectory.
 """
 
 from __future__ import annotations
@@ -67,3 +69,27 @@ def test_teaching_views_render(page):
     pg.locator('[data-testid="stSidebar"] input[aria-label="G (max candidates)"]').scroll_into_view_if_needed()
     pg.wait_for_timeout(800)
     pg.locator('[data-testid="stSidebar"]').screenshot(path=str(README_IMG / "paper_preset.png"))
+
+
+def test_benchmarks_and_cllm_objective_render(page):
+    pg = page
+    pg.set_viewport_size({"width": 1400, "height": 1800})
+    wait_idle(pg)
+    goto(pg, "Benchmarks")
+    assert_healthy(pg)
+    assert pg.get_by_text("not measured here", exact=False).count() > 0
+    pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 2")
+    assert pg.locator(".js-plotly-plot").nth(1).locator(".annotation-text").filter(has_text="lookahead paper").count() > 0
+    pg.screenshot(path=str(README_IMG / "benchmarks.png"))
+
+    goto(pg, "CLLM")
+    assert_healthy(pg)
+    pg.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    pg.mouse.wheel(0, 8000)
+    pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4")
+    chart = pg.locator(".js-plotly-plot").nth(3)
+    chart.scroll_into_view_if_needed()
+    assert "The CLLM objective" in chart.locator(".gtitle").text_content()
+    assert chart.locator(".annotation-text").filter(has_text="AR loss").count() == 1
+    chart.screenshot(path=str(README_IMG / "cllm_objective.png"))
+    pg.set_viewport_size({"width": 1400, "height": 1000})

@@ -1,0 +1,87 @@
+"""The Benchmarks page (issue 11, item 6): the shipped Spec-Bench asset, its figures, the
+category sentences and the papers' figures, marked as theirs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from viz import bench
+from viz.style import METHOD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSET = ROOT / "assets" / "bench_spec_bench_cpu.json"
+
+
+@pytest.fixture(scope="module")
+def asset():
+    return json.loads(ASSET.read_text(encoding="utf-8"))
+
+
+def test_the_asset_says_where_it_comes_from(asset):
+    for k in ("model", "date", "machine", "command", "prompts", "settings"):
+        assert asset["source"].get(k)
+    cats = bench.categories(asset)
+    assert len(cats) == 14 and cats[-1] == "ALL"
+    by = {(r["method"], r["category"]): r for r in asset["rows"]}
+    assert by[("ar", "ALL")]["prompts"] == 104 and by[("ar", "coding")]["tokens_per_step"] == 1.0
+    assert by[("lookahead", "ALL")]["tokens_per_step"] == 1.81 and by[("pld", "extraction")]["tokens_per_step"] == 3.4
+
+
+def test_figures_draw_the_asset(asset):
+    by = {(r["method"], r["category"]): r for r in asset["rows"]}
+    cats = bench.categories(asset)
+    fig = bench.tokens_per_step_figure(asset)
+    assert [t.name for t in fig.data] == [METHOD_NAMES[m] for m in bench.SHOWN]
+    for t, m in zip(fig.data, bench.SHOWN):
+        assert list(t.x) == cats and list(t.y) == [by[(m, c)]["tokens_per_step"] for c in cats]
+    sp = bench.speedup_figure(asset)
+    la = next(t for t in sp.data if t.name == "Lookahead")
+    assert list(la.y) == [by[("lookahead", c)]["vs_ar"] for c in cats]
+    notes = [a.text for a in sp.layout.annotations]
+    assert any("lookahead paper: 1.8×" in n for n in notes) and any("CLLM paper: 2.4–3.4×" in n for n in notes)
+    assert any("not measured here" in (t.name or "") for t in sp.data)
+
+
+def test_table_and_sentences(asset):
+    rows = bench.table_rows(asset)
+    ext = next(r for r in rows if r["category"] == "extraction")
+    assert ext["Prompt lookup tokens/step"] == 3.4 and ext["Lookahead tokens/step"] == 2.6
+    assert ext["Jacobi prompts"] == 1  # Jacobi ran on one prompt per category: said so
+    words = bench.category_sentence(asset, "extraction")
+    assert words.startswith("extraction: Prompt lookup commits the most per step (3.40 tokens)")
+    assert "copies long spans" in words and "fastest is Prompt lookup at 1.37× AR" in words
+    assert "none beats AR" in bench.category_sentence(asset, "writing")
+    assert [r["published speedup"] for r in bench.published_rows()] == ["1.8× (MT-Bench)", "2.3× (HumanEval)",
+                                                                       "2.4–3.4× (Jacobi on a CLLM)"]
+
+
+def test_bench_asset_script_writes_the_summary_with_its_source(tmp_path):
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_asset
+
+    def row(method, pid, steps, n_out, secs):
+        return {"method": method, "record": True, "category": "coding", "id": pid, "steps": steps,
+                "output_ids": list(range(n_out)), "seconds": secs, "tokens_per_s": n_out / secs}
+    rows = [row("ar", 1, 9, 10, 1.0), row("lookahead", 1, 3, 10, 0.5)]
+    out = bench_asset.asset(rows, date="d", machine="m", command="c")
+    assert out["source"] == {"date": "d", "machine": "m", "command": "c"}
+    by = {(r["method"], r["category"]): r for r in out["rows"]}
+    assert by[("lookahead", "coding")]["tokens_per_step"] == 3.0 and by[("lookahead", "ALL")]["vs_ar"] == 2.0
+
+
+def test_empty_asset_explains_itself():
+    assert bench.tokens_per_step_figure(None).layout.annotations[0].text == "No benchmark asset."
+
+
+def test_page_renders():
+    st_testing = pytest.importorskip("streamlit.testing.v1")
+    at = st_testing.AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("app_pages/benchmarks.py").run()
+    assert not at.exception and not at.error
+    assert len(at.get("plotly_chart")) == 2
+    assert any("not measured here" in s.value for s in at.subheader)
+    assert any("2026-11-29/30" in c.value for c in at.caption)
