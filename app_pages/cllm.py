@@ -6,22 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from decoding.trace import Trace
 from app_pages.common import ui
 from viz import cllm as vc, jacobi
 from viz import style
-
-CLLM_ASSETS = ui.ASSETS / "cllm"
-SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
-
-
-@st.cache_resource(show_spinner=False)
-def shipped_pair():
-    """The precomputed base and CLLM Jacobi traces in assets/cllm (None if missing)."""
-    try:
-        return Trace.load(str(CLLM_ASSETS / "base_jacobi.json")), Trace.load(str(CLLM_ASSETS / "cllm_jacobi.json"))
-    except (OSError, ValueError):
-        return None
 
 
 def metrics_of(folder: Path) -> tuple[list[dict], dict]:
@@ -36,50 +23,23 @@ def metrics_of(folder: Path) -> tuple[list[dict], dict]:
     return rows, meta if isinstance(meta, dict) else {}
 
 
-def decode_both(folder: str) -> None:
-    """Decode the sidebar's prompt with Jacobi by the sidebar's model and by the CLLM in ``folder``."""
-    from decoding.model import ModelError
-    from decoding.loop import ConfigError, Run
-
-    ss = st.session_state
-    if not ui.inputs_ok():
-        return
-    base_name = str(ss.model_name).strip()
-    try:
-        with st.spinner("Loading the base model and the CLLM (once per server)…"):
-            base = ui.get_model(base_name)
-            cllm = ui.get_model(folder)
-        ids = base.encode(ss.prompt, chat=bool(ss.chat))
-        runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.p_seed)}, int(ss.max_new_tokens),
-                    prompt_text=ss.prompt, chat=bool(ss.chat)) for lm in (base, cllm)]
-    except (ModelError, ConfigError, ValueError) as e:
-        st.error(f"Cannot run: {e}")
-        return
-    with st.spinner("Decoding with both models…"), ui.model_lock():
-        traces = [r.decode() for r in runs]
-    ss.cllm_pair = (traces[0], traces[1], "live run", folder)
-
-
 st.title("Consistency LLM (CLLM)")
 st.markdown("A CLLM is the base model fine-tuned on its own Jacobi trajectories: from any intermediate state of a "
             "block it learns to predict the block's fixed point (consistency loss), while an AR loss keeps its "
             "greedy answer. Jacobi then converges in fewer iterations, with more **fast-forwarded** and "
             "**stationary** tokens. Both models below decode the same prompt with greedy Jacobi; press **Play**.")
-ss = st.session_state
-if "cllm_pair" not in ss:
-    pair = shipped_pair()
-    ss.cllm_pair = (*pair, "shipped traces (assets/cllm)", str(SHIPPED_ADAPTER)) if pair else None
 with st.expander("Decode the sidebar's prompt with both models"):
-    folder = st.text_input("CLLM folder (LoRA adapter or full model)", value=str(SHIPPED_ADAPTER), key="cllm_folder")
+    folder = st.text_input("CLLM folder (LoRA adapter or full model)", value=str(ui.SHIPPED_ADAPTER), key="cllm_folder")
     st.caption("The base model is the sidebar's model (empty: the bundled SmolLM2-135M); n, max new tokens and "
                "the seed come from the sidebar.")
     if st.button("Decode with base and CLLM", key="cllm_run"):
-        decode_both(folder.strip())
+        ui.decode_pair(folder.strip())
 
-if ss.cllm_pair is None:
+pair = ui.results().cllm
+if pair is None:
     st.info("No CLLM traces yet: the shipped ones in assets/cllm are missing. Decode a prompt with the button above.")
     st.stop()
-base, cllm, source, folder = ss.cllm_pair
+base, cllm, source, folder = pair.base, pair.cllm, pair.source, pair.folder
 prompt = base.prompt_text or "".join(base.prompt_pieces)
 st.caption(f"Showing: {style.esc(source)} · base: {style.esc(base.model_id)} · CLLM: {style.esc(cllm.model_id)} · "
            f"Jacobi n = {style.esc(str(base.params.get('n')))}")
@@ -125,7 +85,7 @@ st.markdown("The CLLM learns from the base model's Jacobi trajectories. On one o
             "wrong position on, orange arrows), optionally the next state (**local consistency**, blue arrows), and "
             "y* itself token by token (**AR loss**, weighted 10×, which keeps the greedy answer).")
 try:
-    objective = json.loads((CLLM_ASSETS / "objective.json").read_text(encoding="utf-8"))
+    objective = json.loads((ui.CLLM_ASSETS / "objective.json").read_text(encoding="utf-8"))
 except (OSError, ValueError):
     objective = None
 if objective is None:

@@ -12,20 +12,20 @@ st.markdown("The same prompt decoded by each method. Greedy decoding gives the s
 if st.button("Run all four methods on the sidebar prompt", key="compare_run"):
     ui.run_methods(list(ui.METHODS))
 
-ss = st.session_state
+res = ui.results()
 traces = {}
-latest = ss.traces.get(ss.order[-1]) if ss.order else None
+latest = res.latest
 for m in ui.METHODS:
-    t = ss.traces.get(m)
+    t = res.traces.get(m)
     if t is not None and latest is not None and t.prompt_ids == latest.prompt_ids and t.model_id == latest.model_id:
         traces[METHOD_NAMES[m]] = t
 if not traces:
     st.info("No runs yet: press the button above.")
     st.stop()
-others = [METHOD_NAMES[m] for m in ss.traces if METHOD_NAMES[m] not in traces]
+others = [METHOD_NAMES[m] for m in res.traces if METHOD_NAMES[m] not in traces]
 if others:
     st.caption(f"Not shown (another prompt or model): {', '.join(others)}. Run all methods to compare them.")
-ui.caption(latest, ss.sources.get(latest.method, ""))
+ui.caption(latest, res.sources.get(latest.method, ""))
 st.dataframe(compare.summary_rows(traces), hide_index=True)
 st.caption("Tokens/s and speedup are measured on the device named in the table. On a CPU every extra token fed "
            "costs real time; on a GPU extra tokens per forward are nearly free, so tokens/step tells more there.")

@@ -7,9 +7,8 @@ which settings should pay off here.
 
 import streamlit as st
 
-from decoding.perf import costs, tune
+from decoding.perf import tune
 from decoding.perf.account import account, reasons
-from decoding.perf.measure import load_or_measure
 from app_pages.common import ui
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
@@ -20,41 +19,27 @@ SHIPPED_TUNE = (ui.ASSETS / "tune_cpu.json",)
 st.title("Explain")
 st.markdown("Tokens per step alone does not make a run fast: a step that feeds many tokens costs more than a "
             "one-token AR step, by how much depends on the hardware. This page weighs the two.")
-ss = st.session_state
+res = ui.results()
 # live runs first (latest first), then the examples with lookahead first
-shown = sorted((m for m in ss.order if m in ss.traces and m != "ar"),
-               key=lambda m: (ss.sources.get(m, "").startswith("example"), m != "lookahead", -ss.order.index(m)))
-choices = {f"{METHOD_NAMES[m]} · {ss.sources.get(m, '')}": m for m in shown}
+shown = sorted((m for m in res.order if m in res.traces and m != "ar"),
+               key=lambda m: (res.sources.get(m, "").startswith("example"), m != "lookahead", -res.order.index(m)))
+choices = {f"{METHOD_NAMES[m]} · {res.sources.get(m, '')}": m for m in shown}
 if not choices:
     st.info("No Jacobi, lookahead or prompt-lookup trace yet: run one from the sidebar.")
     st.stop()
-t = ss.traces[ui.pick("Trace to explain", choices, key="explain_trace")]
-ui.caption(t, ss.sources.get(t.method, ""))
-ar = ss.traces.get("ar")
+t = res.traces[ui.pick("Trace to explain", choices, key="explain_trace")]
+ui.caption(t, res.sources.get(t.method, ""))
+ar = res.traces.get("ar")
 if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_id or ar.device != t.device):
     ar = None
 
 # ---- the step-cost curve ------------------------------------------------------------------------------
-curves = ss.setdefault("cost_curves", {})
 key = (t.model_id, t.device, t.dtype)
-if key not in curves:
-    curves[key] = costs.find_curve(t.model_id, t.device, t.dtype, SHIPPED_CURVES)
-found = curves[key]
+found = ui.cost_curve(*key, shipped=SHIPPED_CURVES)
 
 
 def measure() -> None:
-    name = str(ss.model_name).strip()
-    with st.spinner(f"Loading {name or 'the bundled model'}…"):
-        lm = ui.get_model(name)
-    if (lm.model_id, str(lm.device), str(lm.dtype)) != key:
-        st.warning(f"The sidebar's model is {esc(lm.model_id)} on {esc(lm.device)}; this trace was made with "
-                   f"{esc(t.model_id)} on {esc(t.device)}. Measuring the sidebar's model.")
-    bar = st.progress(0.0, text="measuring the step cost…")
-    lock = ui.model_lock()
-    with lock:
-        c = load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
-    curves[(c.model_id, c.device, c.dtype)] = (c, "measured on this machine just now")
-    bar.empty()
+    ui.measure_cost_curve(expected=key, made_with=f"{t.model_id} on {t.device}")
 
 
 if found is None:
@@ -64,7 +49,7 @@ if found is None:
         measure()
         st.rerun()
     st.stop()
-curve, where = found
+curve, where = found.curve, found.where
 acc = account(t, curve, ar)
 
 # ---- the account ------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ with c2:
 with c3:
     large = st.toggle("Large type (projector)", key="lecture_large")
 if source == sources[0]:
-    t, where = ss.traces.get(method), ss.sources.get(method, "")
+    res = ui.results()
+    t, where = res.traces.get(method), res.sources.get(method, "")
 else:
     t, where = ui.example_traces().get(method), "example trace"
 if t is None:

@@ -10,10 +10,11 @@ st.title("Traces")
 ss = st.session_state
 st.markdown("A trace is everything a run recorded (tokens, steps, each method's per-step record) as versioned "
             "JSON. Every page works the same on a live run and on a loaded trace.")
-if ss.traces:
-    m = ui.pick("Trace", {f"{METHOD_NAMES.get(k, k)} · {ss.sources.get(k, '')}": k for k in ss.traces}, key="trace_pick")
-    t = ss.traces[m]
-    ui.caption(t, ss.sources.get(m, ""))
+res = ui.results()
+if res.traces:
+    m = ui.pick("Trace", {f"{METHOD_NAMES.get(k, k)} · {res.sources.get(k, '')}": k for k in res.traces}, key="trace_pick")
+    t = res.traces[m]
+    ui.caption(t, res.sources.get(m, ""))
     st.download_button("Download JSON", data=t.to_json(), file_name=f"trace_{m}.json", mime="application/json",
                        key="trace_download")
 

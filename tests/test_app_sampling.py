@@ -97,7 +97,7 @@ def test_a_sampled_run_from_the_sidebar(monkeypatch):
     from tiny import tiny_lm
 
     at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Prompt lookup", 24, temperature=0.8)
-    t = at.session_state["traces"]["pld"]
+    t = at.session_state["results"].traces["pld"]
     assert t.sampled and t.params["temperature"] == 0.8 and len(t.output_ids) == 24
     assert all(s.sampling is not None for s in t.steps)
     assert any("sampling at temperature 0.8" in m.value for m in at.markdown)
@@ -111,7 +111,7 @@ def test_a_greedy_run_streams_every_token_the_prefill_first(monkeypatch):
 
     lm = tiny_lm("qwen2", 1)
     at = sidebar_run(monkeypatch, lm, "Lookahead", 20)
-    t = at.session_state["traces"]["lookahead"]
+    t = at.session_state["results"].traces["lookahead"]
     streamed = next(m.value for m in at.markdown if "prefill: the first token" in m.value)
     spans = re.findall(r'<span title="([^"]*)"[^>]*>(.*?)</span>', streamed)
     assert spans[0][0] == "prefill: the first token"

@@ -195,8 +195,9 @@ def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
     at.text_input(key="cllm_folder").input("my-cllm").run()
     at.button(key="cllm_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    base, cllm, source, folder = at.session_state["cllm_pair"]
-    assert source == "live run" and folder == "my-cllm"
+    pair = at.session_state["results"].cllm
+    base, cllm, source, folder = pair.base, pair.cllm, pair.source, pair.folder
+    assert source.startswith("live run (finished") and folder == "my-cllm"
     assert base.model_id == "tiny base" and cllm.model_id == "tiny my-cllm"
     assert base.params["n"] == 5 and len(base.output_ids) == 20 and base.prompt_ids == cllm.prompt_ids
     assert any("live run" in c.value for c in at.caption)

@@ -34,7 +34,7 @@ def test_lecture_of_a_live_jacobi_run(monkeypatch):
     at.number_input(key="max_new_tokens").set_value(20).run()
     at.button(key="run_button").click().run()
     assert not at.exception and not at.error
-    live = at.session_state["traces"]["jacobi"]
+    live = at.session_state["results"].traces["jacobi"]
     at.switch_page("app_pages/lecture.py").run()
     assert not at.exception and not at.error
     assert "Decoding as solving equations" in lecture_text(at) and "solves 4 equations" in lecture_text(at)

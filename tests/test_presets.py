@@ -42,7 +42,7 @@ def test_paper_preset_sets_the_sidebar_and_the_run_uses_it(monkeypatch):
     at.number_input(key="max_new_tokens").set_value(16).run()
     at.button(key="run_button").click().run()
     assert not at.exception and not at.error
-    t = at.session_state["traces"]["lookahead"]
+    t = at.session_state["results"].traces["lookahead"]
     assert {k: t.params[k] for k in ("W", "N", "G", "seed_pool_prompt", "harvest_output")} == presets.PRESETS[PAPER][1]
     assert not t.pool_seed
     assert all(o == "window" for s in t.steps if s.lookahead for o in s.lookahead.origins)

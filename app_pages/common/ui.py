@@ -1,9 +1,11 @@
 """Shared Streamlit pieces: session state, the sidebar, the shared model, streamed runs.
 
-Results live in ``st.session_state`` (``traces``: method -> Trace, ``sources``: method -> what it
-is), so moving a widget re-renders from stored traces and never re-runs the model. The model is
-loaded once per process (``st.cache_resource``) and shared by all sessions; a lock lets one run
-use it at a time. Decoding state (the KV cache, the pool) lives in the Run, never in the cache.
+Results live in ``st.session_state.results`` (state.Results: method -> Trace and what it is), so
+moving a widget re-renders from stored traces and never re-runs the model. The model is loaded
+once per process (``st.cache_resource``) and shared by all sessions; a lock lets one decode use it
+at a time, the others wait with a message. Decoding state (the KV cache, the pool) lives in the
+Run, never in the cache. Every decode is stoppable within one step and keeps its partial trace
+(live.py says how, and why session state is not touched while decoding).
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ from decoding.methods import SAMPLING_METHODS as REGISTRY_SAMPLING
 from viz.style import GREEN, METHOD_NAMES, esc, text_colour
 from app_pages.common.presets import preset_buttons
 
+from . import live
+from .state import CllmPair, CurveFound, Results, keep_settings  # noqa: F401 (CurveFound: the pages' import)
+
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
 METHODS = REGISTRY_METHODS  # every method of the registry (decoding/methods/)
 APP_MAX_NEW_TOKENS = 512  # the app's cap (the core allows more from the CLI)
 UPLOAD_CAP_MB = 20
+CLLM_ASSETS = ASSETS / "cllm"
+SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
 
 EXAMPLE_PROMPTS: dict[str, tuple[str, bool]] = {  # label -> (prompt, chat mode)
     "Code: primes": ("Write a Python function is_prime(n) that checks whether n is a prime number, "
@@ -60,27 +67,48 @@ def example_traces() -> dict[str, Trace]:
     return out
 
 
-def init_state() -> None:
-    ss = st.session_state
-    if "traces" not in ss:
-        ex = example_traces()
-        ss.traces = dict(ex)
-        ss.sources = {m: f"example trace (assets/example_{m}.json)" for m in ex}
-        ss.order = list(ex)  # most recent last
+@st.cache_resource(show_spinner=False)
+def shipped_pair() -> tuple[Trace, Trace] | None:
+    """The precomputed base and CLLM Jacobi traces in assets/cllm (None if missing)."""
+    try:
+        return Trace.load(str(CLLM_ASSETS / "base_jacobi.json")), Trace.load(str(CLLM_ASSETS / "cllm_jacobi.json"))
+    except (OSError, ValueError):
+        return None
+
+
+def settings_defaults() -> dict:
+    """The sidebar's widget keys and their first values."""
     first = next(iter(EXAMPLE_PROMPTS))
-    defaults = {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
-                "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64,
-                **{f"p_{prm.name}": prm.default for _, prm, _ in param_widgets()},
-                "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
-    for k, v in defaults.items():
-        ss.setdefault(k, v)
+    return {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
+            "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64,
+            **{f"p_{prm.name}": prm.default for _, prm, _ in param_widgets()},
+            "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
+
+
+def init_state() -> None:
+    """First thing in every script run: the session's Results, the sidebar's settings carried
+    over (state.keep_settings), and a decode this session left running stopped and stored
+    (live.settle)."""
+    ss = st.session_state
+    if "results" not in ss:
+        res = Results()
+        for m, t in example_traces().items():
+            res.put(t, f"example trace (assets/example_{m}.json)")
+        pair = shipped_pair()
+        if pair is not None:
+            res.cllm = CllmPair(*pair, "shipped traces (assets/cllm)", str(SHIPPED_ADAPTER))
+        ss.results = res
+    keep_settings(ss, settings_defaults())
+    live.settle(ss)
+
+
+def results() -> Results:
+    """This session's traces (one object per session, never replaced)."""
+    return st.session_state.results
 
 
 def put_trace(trace: Trace, source: str) -> None:
-    ss = st.session_state
-    ss.traces[trace.method] = trace
-    ss.sources[trace.method] = source
-    ss.order = [m for m in ss.order if m != trace.method] + [trace.method]
+    results().put(trace, source)
 
 
 # ---- the sidebar ------------------------------------------------------------------------------------
@@ -269,62 +297,166 @@ def run_methods(methods: list[str]) -> None:
     except (ModelError, ValueError) as e:
         st.error(f"Cannot run: {e}")
         return
+    runs = []
     for method in methods:
         try:
-            run = Run(lm, ids, method, method_params(method), int(ss.max_new_tokens),
-                      prompt_text=ss.prompt, chat=bool(ss.chat))
+            runs.append((method, Run(lm, ids, method, method_params(method), int(ss.max_new_tokens),
+                                     prompt_text=ss.prompt, chat=bool(ss.chat))))
         except (ConfigError, ValueError) as e:
             st.error(f"{METHOD_NAMES[method]}: {e}")
-            continue
-        stream(run, lm, ids, method)
+    if not runs:
+        return
+    res, lock = results(), model_lock()  # plain objects, taken before decoding (live.py)
+    lv = live.start(ss, [r for _, r in runs])
+    try:
+        for method, run in runs:
+            if lv.stopped:
+                break
+            stream(run, lm, ids, method, lv, lock, res)
+    finally:
+        lv.done.set()
 
 
-def stream(run, lm, ids: list[int], method: str) -> None:
+def stream(run, lm, ids: list[int], method: str, lv: live.LiveRun, lock: threading.Lock, res: Results) -> None:
+    """Decode ``run`` holding the model lock, drawing each committed chunk; store its trace, also a
+    partial one when the run is stopped (no st.* call and no session state in the finally)."""
     box = st.container(border=True)
     how = f"sampling at temperature {run.params['temperature']:g}" if run.params.get("temperature") else "greedy"
     box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {esc(lm.model_id)} on {esc(lm.device)}")
     prog = box.progress(0.0, text="waiting for the model…")
     out = box.empty()
-    lock = model_lock()
-    while not lock.acquire(timeout=0.25):
-        prog.progress(0.0, text="another session is decoding; waiting for it to finish…")
     chunks: list[tuple[str, int]] = []
     done: list[int] = []
     t0 = time.perf_counter()
-    it = iter(run)
+
+    def waiting() -> None:
+        prog.progress(0.0, text="another session is decoding; waiting for it to finish…")
+
+    def on_step(_: int, step) -> None:
+        nonlocal done
+        if not chunks:  # the prefill's token came with the first step
+            done = list(run.output[: len(run.output) - len(step.tokens)])
+            chunks.append(("".join(lm.pieces(done, ids)), len(done)))
+        chunks.append(("".join(lm.pieces(step.tokens, ids + done)), len(step.tokens)))
+        done += step.tokens
+        out.markdown(chunks_html(chunks), unsafe_allow_html=True)
+        n = len(done)
+        prog.progress(min(1.0, n / run.max_new_tokens),
+                      text=f"{n} tokens · {len(chunks) - 1} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
+
     try:
-        for step in it:
-            if not chunks:  # the prefill's token came with the first step
-                done = list(run.output[: len(run.output) - len(step.tokens)])
-                chunks.append(("".join(lm.pieces(done, ids)), len(done)))
-            chunks.append(("".join(lm.pieces(step.tokens, ids + done)), len(step.tokens)))
-            done += step.tokens
-            out.markdown(chunks_html(chunks), unsafe_allow_html=True)
-            n = len(done)
-            prog.progress(min(1.0, n / run.max_new_tokens),
-                          text=f"{n} tokens · {len(chunks) - 1} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
-        if not chunks and run.output:  # only the prefill's token (max_new_tokens 1, or EOS at once)
-            out.markdown(chunks_html([("".join(lm.pieces(list(run.output), ids)), len(run.output))]), unsafe_allow_html=True)
-    finally:  # also when Stop (or any widget) interrupts the script: keep what was decoded
-        it.close()
-        lock.release()
+        with live.model_held(lock, lv, waiting) as held:
+            if held:
+                live.drive([run], lv, on_step)
+    finally:  # also when Stop, a page click or any widget stopped this script run: keep what was decoded
         trace = run.trace
-        what = "stopped early" if trace.stop_reason == "stopped" else "finished"
-        put_trace(trace, f"live run ({what}, {time.strftime('%H:%M:%S')})")
+        if trace.output_ids:
+            res.put(trace, live.stopped_source(trace))
+            if trace.stop_reason == "stopped":
+                lv.kept.append(f"{METHOD_NAMES[method]} after {len(trace.output_ids)} tokens")
+    if not chunks and run.output:  # only the prefill's token (max_new_tokens 1, or EOS at once)
+        out.markdown(chunks_html([("".join(lm.pieces(list(run.output), ids)), len(run.output))]), unsafe_allow_html=True)
     prog.progress(1.0, text=f"done: {len(trace.output_ids)} tokens in {trace.n_steps} steps "
                             f"({trace.tokens_per_step:.2f} tokens/step, {trace.seconds:.1f} s)")
+
+
+def decode_pair(folder: str) -> None:
+    """The CLLM page's decode: the sidebar's prompt with Jacobi by the sidebar's model and by the
+    CLLM in ``folder``, side by side (one step each in turn), stoppable; stores a CllmPair."""
+    from decoding.model import ModelError
+    from decoding.loop import ConfigError, Run
+
+    ss = st.session_state
+    if not inputs_ok():
+        return
+    base_name = str(ss.model_name).strip()
+    try:
+        with st.spinner("Loading the base model and the CLLM (once per server)…"):
+            lms = [get_model(base_name), get_model(folder)]
+        ids = lms[0].encode(ss.prompt, chat=bool(ss.chat))
+        runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.p_seed)}, int(ss.max_new_tokens),
+                    prompt_text=ss.prompt, chat=bool(ss.chat)) for lm in lms]
+    except (ModelError, ConfigError, ValueError) as e:
+        st.error(f"Cannot run: {e}")
+        return
+    res, lock = results(), model_lock()
+    lv = live.start(ss, runs)
+    bars = [st.progress(0.0, text=f"{who}: waiting for the model…") for who in ("Base", "CLLM")]
+
+    def waiting() -> None:
+        bars[0].progress(0.0, text="another session is decoding; waiting for it to finish…")
+
+    def on_step(i: int, step) -> None:
+        r = runs[i]
+        bars[i].progress(min(1.0, len(r.output) / r.max_new_tokens),
+                         text=f"{('Base', 'CLLM')[i]}: {len(r.output)} tokens · {len(r.trace.steps)} Jacobi iterations")
+
+    try:
+        with live.model_held(lock, lv, waiting) as held:
+            if held:
+                live.drive(runs, lv, on_step)
+    finally:  # no st.* call and no session state here (live.py)
+        a, b = runs[0].trace, runs[1].trace
+        if a.output_ids and b.output_ids:
+            cut = [t for t in (a, b) if t.stop_reason in ("stopped", "")]
+            what = (f"stopped after {len(a.output_ids)} / {len(b.output_ids)} tokens" if cut else "finished")
+            res.cllm = CllmPair(a, b, f"live run ({what}, {time.strftime('%H:%M:%S')})", folder)
+            if cut:
+                lv.kept.append(f"the CLLM page's decode after {len(a.output_ids)} / {len(b.output_ids)} tokens")
+        lv.done.set()
+    for bar in bars:
+        bar.empty()
+
+
+# ---- the step-cost curve (Explain) ------------------------------------------------------------------
+def cost_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> CurveFound | None:
+    """The step-cost curve of a model on a device (this session's, the cache folder's or a shipped
+    one; looked up once per session)."""
+    from decoding.perf import costs
+
+    curves = results().curves
+    key = (model_id, device, dtype)
+    if key not in curves:
+        found = costs.find_curve(model_id, device, dtype, shipped)
+        curves[key] = CurveFound(*found) if found is not None else None
+    return curves[key]
+
+
+def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
+    """Measure the sidebar's model's step-cost curve now (holding the model lock) and keep it for
+    this session; says so when the sidebar's model is not the one ``expected``."""
+    from decoding.perf.measure import load_or_measure
+
+    name = str(st.session_state.model_name).strip()
+    with st.spinner(f"Loading {name or 'the bundled model'}…"):
+        lm = get_model(name)
+    if (lm.model_id, str(lm.device), str(lm.dtype)) != tuple(expected):
+        st.warning(f"The sidebar's model is {esc(lm.model_id)} on {esc(lm.device)}; this trace was made with "
+                   f"{esc(made_with)}. Measuring the sidebar's model.")
+    bar = st.progress(0.0, text="measuring the step cost…")
+    curves, lock = results().curves, model_lock()
+    lv = live.start(st.session_state, [])
+    try:
+        with live.model_held(lock, lv, lambda: bar.progress(0.0, text="another session is decoding; waiting…")) as held:
+            if not held:
+                return
+            c = load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
+        curves[(c.model_id, c.device, c.dtype)] = CurveFound(c, "measured on this machine just now")
+    finally:
+        lv.done.set()
+    bar.empty()
 
 
 # ---- page helpers ----------------------------------------------------------------------------------
 def trace_for(method: str) -> Trace | None:
     """The trace a page shows for ``method``, with a caption saying which one it is."""
-    ss = st.session_state
-    t = ss.traces.get(method)
+    res = results()
+    t = res.traces.get(method)
     if t is None:
         st.info(f"No {METHOD_NAMES[method]} trace yet: choose {METHOD_NAMES[method]} in the sidebar and press Run, "
                 "or upload a trace on the Traces page.")
         return None
-    caption(t, ss.sources.get(method, ""))
+    caption(t, res.sources.get(method, ""))
     return t
 
 

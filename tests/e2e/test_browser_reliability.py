@@ -8,6 +8,7 @@ that `.streamlit/config.toml` is what decides; each test module gets its own fre
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -143,3 +144,164 @@ def test_idle_server_stays_idle(fresh_server, browser):
     finally:
         pg.close()
     assert used < 0.05 * wall, f"the idle server used {used:.2f} s of CPU in {wall:.1f} s"
+
+
+def assert_sidebar_defaults(pg) -> None:
+    """The sidebar shows the session's first settings (example prompt, Lookahead, 64 tokens, W 5)."""
+    side = pg.locator('[data-testid="stSidebar"]')
+    side.get_by_role("combobox", name="Method").wait_for()  # widgets may show a skeleton first
+    prompt = side.get_by_label("Prompt", exact=True).input_value()
+    assert prompt.startswith("Write a Python function is_prime"), f"the prompt was reset to {prompt!r}"
+    method = side.get_by_role("combobox", name="Method").input_value()
+    assert method == "Lookahead", f"the method was reset to {method!r}"
+    assert side.get_by_role("spinbutton", name="Max new tokens").input_value() == "64"
+    assert side.get_by_role("spinbutton", name="W (window columns)").input_value() == "5"
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_an_early_page_click_keeps_the_sidebar_settings(fresh_server, browser, attempt):
+    """Issue 12 item 3: a page link clicked as soon as it appears (the first script run may still be
+    going) must not reset the sidebar to the widgets' minimums."""
+    _, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url)
+        link = pg.locator('[data-testid="stSidebarNav"] a').filter(has_text="Compare").first
+        link.wait_for(state="visible")
+        link.click()
+        wait_idle(pg)
+        pg.wait_for_selector('h1:has-text("Compare")')
+        for _ in range(2):  # and it stays so over further page changes
+            for title in ("Lookahead", "Jacobi"):
+                pg.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
+                wait_idle(pg)
+        assert_sidebar_defaults(pg)
+        assert_healthy(pg)
+    finally:
+        pg.close()
+
+
+# ---- Stop and page clicks during a decode (items 1 and 2; these load the bundled model) --------------
+TOKENS = re.compile(r"(\d+) tokens · \d+ (steps|Jacobi iterations)")
+
+
+def side(pg):
+    return pg.locator('[data-testid="stSidebar"]')
+
+
+def set_number(pg, name: str, value: int) -> None:
+    box = side(pg).get_by_role("spinbutton", name=name)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_idle(pg)
+
+
+def wait_for_tokens(pg, at_least: int, timeout_s: float = 240) -> int:
+    """Wait until a live progress bar says it has decoded ``at_least`` tokens; returns the count."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        for text in pg.locator('[data-testid="stProgress"]').all_inner_texts():
+            m = TOKENS.search(text)
+            if m and int(m.group(1)) >= at_least:
+                return int(m.group(1))
+        pg.wait_for_timeout(200)
+    raise AssertionError("the live run did not stream tokens")
+
+
+def assert_server_idle(proc, seconds: float = 4.0) -> None:
+    """The decode really ended (nothing decodes on in the background)."""
+    time.sleep(1.0)
+    c0 = cpu_seconds(proc.pid)
+    time.sleep(seconds)
+    used = cpu_seconds(proc.pid) - c0
+    assert used < 0.1 * seconds, f"the server used {used:.2f} s of CPU in {seconds:.0f} s after Stop: still decoding?"
+
+
+def stopped_count(pg) -> int:
+    """k of the 'live run (stopped after k tokens' caption (fails if there is none)."""
+    cap = pg.get_by_text(re.compile(r"live run \(stopped after \d+")).first
+    cap.wait_for(timeout=10_000)
+    return int(re.search(r"stopped after (\d+)", cap.inner_text()).group(1))
+
+
+def test_stop_keeps_the_partial_run(fresh_server, browser):
+    proc, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url + "/lookahead")
+        wait_idle(pg)
+        set_number(pg, "Max new tokens", 256)
+        side(pg).get_by_role("button", name="Run").click()
+        n = wait_for_tokens(pg, 12)
+        side(pg).get_by_role("button", name="Stop").click()
+        wait_idle(pg)
+        assert_healthy(pg)
+        k = stopped_count(pg)
+        assert n <= k < 256
+        assert pg.get_by_text("The partial run is kept", exact=False).count() == 1
+        assert_server_idle(proc)
+        # the model lock was released: a new run starts at once and never waits for another decode
+        set_number(pg, "Max new tokens", 8)
+        waited = []
+        side(pg).get_by_role("button", name="Run").click()
+        t0 = time.time()
+        while time.time() - t0 < 60 and pg.get_by_text("done: 8 tokens", exact=False).count() == 0:
+            if pg.get_by_text("another session is decoding", exact=False).count():
+                waited.append(time.time() - t0)
+            pg.wait_for_timeout(100)
+        assert not waited, "the new run waited for the model lock"
+        wait_idle(pg)
+        assert pg.get_by_text("live run (finished", exact=False).count() > 0
+    finally:
+        pg.close()
+
+
+def test_a_page_click_during_a_run_keeps_it(fresh_server, browser):
+    proc, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url + "/lookahead")
+        wait_idle(pg)
+        set_number(pg, "Max new tokens", 256)
+        side(pg).get_by_role("button", name="Run").click()
+        wait_for_tokens(pg, 8)
+        pg.locator('[data-testid="stSidebarNav"] a').filter(has_text="Compare").first.click()
+        wait_idle(pg)
+        pg.wait_for_selector('h1:has-text("Compare")')
+        assert_healthy(pg)
+        k = stopped_count(pg)  # the Compare page shows the latest prompt's runs: the stopped one
+        assert 8 <= k < 256
+        pg.locator('[data-testid="stSidebarNav"] a').filter(has_text="Lookahead").first.click()
+        wait_idle(pg)
+        assert stopped_count(pg) == k
+        assert_healthy(pg)
+        assert_server_idle(proc)
+    finally:
+        pg.close()
+
+
+def test_stop_ends_the_cllm_decode_and_frees_the_model(fresh_server, browser):
+    """Item 2: the CLLM page's two-model decode stops within a step, releases the model lock, and
+    keeps both partial traces."""
+    proc, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url + "/cllm")
+        wait_idle(pg)
+        set_number(pg, "Max new tokens", 256)
+        pg.get_by_text("Decode the sidebar's prompt with both models").click()
+        pg.get_by_role("button", name="Decode with base and CLLM").click()
+        wait_for_tokens(pg, 8, timeout_s=300)
+        side(pg).get_by_role("button", name="Stop").click()
+        wait_idle(pg)
+        assert_healthy(pg)
+        stopped_count(pg)
+        assert_server_idle(proc)
+        set_number(pg, "Max new tokens", 8)
+        side(pg).get_by_role("button", name="Run").click()
+        t0 = time.time()
+        pg.get_by_text("done: 8 tokens", exact=False).wait_for(timeout=60_000)
+        assert time.time() - t0 < 30
+        assert pg.get_by_text("another session is decoding", exact=False).count() == 0
+    finally:
+        pg.close()
