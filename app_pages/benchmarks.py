@@ -38,3 +38,31 @@ with st.expander("How these numbers were made"):
     st.markdown(esc(src.get("command", "")))
     st.markdown(esc(src.get("speedup", "")))
     st.markdown(esc(src.get("file", "")))
+
+st.subheader("The scaling law (lookahead paper)")
+st.markdown("The lookahead paper shows the steps compression growing with the window width W for each n-gram size "
+            "N, and with the FLOPs spent per step (log scale). The same grid on the lab's model, with the paper's "
+            "pool (window n-grams only) and G = W; the dotted lines are what a step of that size costs on this "
+            "hardware (the measured step-cost curve): the extra FLOPs pay where tokens per step is above them.")
+try:
+    grid = json.loads((ui.ASSETS / "scaling_cpu.json").read_text(encoding="utf-8"))
+except (OSError, ValueError):
+    grid = None
+if grid is None:
+    st.info("No scaling grid measured yet. It takes about 20 lookahead settings × the prompts; make it with "
+            "`python scripts/scaling_grid.py --prompts ../shared/benchmarks/spec_bench/question.jsonl --per-category 1 "
+            "--chat --max-new-tokens 64 --out assets/scaling_cpu.json` (any model with --model, any device with --device).")
+else:
+    from decoding.perf.costs import CostCurve
+    from viz import scaling
+
+    try:
+        curve = CostCurve.load(ui.ASSETS / "cost_curve_cpu.json")
+    except (OSError, ValueError):
+        curve = None
+    ui.chart(scaling.by_window_figure, grid, key="bench_scaling_w")
+    ui.chart(scaling.by_flops_figure, grid, curve, key="bench_scaling_flops")
+    st.markdown(esc(scaling.pays_sentence(grid, curve)))
+    st.caption(esc(f"{grid['model']} on {grid['device']} · {len(grid['prompts'])} prompts, {grid['max_new_tokens']} new "
+                   f"tokens · measured {grid['measured_at']} in {grid['seconds']} s (load {grid['load_avg']}) · "
+                   f"{grid['command']}"))
