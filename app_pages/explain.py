@@ -50,6 +50,13 @@ if found is None:
         st.rerun()
     st.stop()
 curve, where = found.curve, found.where
+if not t.steps:  # Max new tokens 1, or an end-of-sequence token at once: nothing to account for
+    st.info(f"This run has no decoding steps: it ended at the prefill's token ({len(t.output_ids)} token, stop: "
+            f"{esc(t.stop_reason or '?')}). Tokens per step, step cost and speedup need at least one step; "
+            "run it with more new tokens.")
+    st.subheader("What a step costs here")
+    ui.chart(explain.cost_curve_figure, curve, [], f"{METHOD_NAMES[t.method]} steps", key="explain_curve")
+    st.stop()
 acc = account(t, curve, ar)
 
 # ---- the account ------------------------------------------------------------------------------------
@@ -93,7 +100,10 @@ if rows:
                 f"(this run's setting: {next(r['predicted speedup'] for r in rows if r['this run']):.2f}×).")
     ui.chart(explain.what_if_figure, rows, key="explain_whatif")
     st.dataframe(rows, hide_index=True)
-st.dataframe(tune.break_even_rows(curve, acc.overhead), hide_index=True)
+# this run's share of step time outside the forward; a trace without forward times (all 0) says
+# nothing about it: AR's share then
+overhead = acc.overhead if acc.overhead < 1 else acc.ar_overhead if acc.ar_overhead < 1 else 0.0
+st.dataframe(tune.break_even_rows(curve, overhead), hide_index=True)
 res = tune.find_tune_result(t.model_id, t.device, SHIPPED_TUNE)
 if res is not None:
     d, src = res

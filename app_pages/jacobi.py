@@ -15,7 +15,8 @@ t = ui.trace_for("jacobi")
 if t is not None:
     blocks = [b.index for b in t.blocks] or sorted({s.jacobi.block for s in t.steps if s.jacobi})
     if not blocks:
-        st.warning("This trace has no Jacobi records (recording was off).")
+        st.warning("This trace has no Jacobi iterations: recording was off, or the run ended at the prefill's token "
+                   "(Max new tokens 1).")
         st.stop()
     iters = {c["block"]: c["iterations"] for c in analysis.jacobi_counts(t)}  # as the counts figure
     block = ui.pick("Block", {f"block {b} · {iters.get(b, '?')} iterations": b for b in blocks}, key="jacobi_block")

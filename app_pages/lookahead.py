@@ -13,7 +13,8 @@ t = ui.trace_for("lookahead")
 if t is not None:
     steps = lookahead.lookahead_steps(t)
     if not steps:
-        st.warning("This trace has no lookahead records (recording was off).")
+        st.warning("This trace has no lookahead steps: recording was off, or the run ended at the prefill's token "
+                   "(Max new tokens 1).")
         st.stop()
     spans = style.pages(len(steps))
     page = 0
