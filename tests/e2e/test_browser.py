@@ -246,6 +246,8 @@ def test_explain_and_lecture_walkthrough(page):
 
     goto(pg, "Lecture")
     assert_healthy(pg)
+    pg.get_by_text("Shipped example", exact=True).first.click()  # the live run above replaced the current trace
+    wait_idle(pg)
     for kind, label in (("jacobi", "Jacobi decoding"), ("lookahead", "Lookahead decoding")):
         pg.get_by_text(label, exact=True).first.click()
         wait_idle(pg)
