@@ -33,6 +33,8 @@ ar = res.traces.get("ar")
 if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_id or ar.device != t.device):
     ar = None
 
+ui.budget_section(t, "explain")  # budget=auto: the decisions (no curve needed: the run calibrated its own)
+
 # ---- the step-cost curve ------------------------------------------------------------------------------
 key = (t.model_id, t.device, t.dtype)
 found = ui.cost_curve(*key, shipped=SHIPPED_CURVES)

@@ -26,6 +26,7 @@ if t is not None:
                          "x is the window column (level l of column j sits at position t+1+l+j).")
     ui.chart(views[view], t, page, key="la_anim")
     st.markdown(lookahead.pool_sources_sentence(t))
+    ui.budget_section(t, "la")
     if t.sampled:
         st.subheader("Sampling: the verification decisions")
         st.markdown("Under sampling a candidate token t is accepted with probability p(t). A rejected token's p is "

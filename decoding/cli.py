@@ -303,6 +303,8 @@ def _bench_run(lm, ids: list[int], m: str, params: dict, max_new: int, record: b
         new, secs = tr.output_ids, tr.seconds
         row = {"steps": tr.n_steps, "tokens_per_step": tr.tokens_per_step, "prefill_seconds": tr.prefill_seconds,
                "forward_seconds": tr.forward_seconds, "fed": [s.fed for s in tr.steps]}
+        if tr.steps and all(s.budget for s in tr.steps):  # budget=auto: its own calibrated step costs
+            row["step_costs"] = [s.budget.cost for s in tr.steps]
     return {"output_ids": new, **row, "seconds": secs, "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
 
 

@@ -56,7 +56,7 @@ def main() -> None:
         key += "" if r.get("record", True) else " (recording off)"
         accs.setdefault(key, []).append((r, acc))
         lines.append(f"| {r['id']} | {r['category']} | {key} | {acc.tokens_per_step:.2f} | {acc.step_cost:.2f} | "
-                     f"{acc.measured_step_cost:.2f} | {acc.overhead:.0%} | {acc.predicted:.2f} | {acc.measured:.2f} | "
+                     f"{acc.measured_step_cost:.2f} | {acc.overhead:.0%} | {acc.best_prediction:.2f} | {acc.measured:.2f} | "
                      f"{acc.error:+.0%} |")
     print(f"Step costs: {curve.model_id} on {curve.regime}, measured {curve.measured_at}"
           f"{f' (load average {curve.load_avg:.1f})' if curve.load_avg else ''}; "
@@ -67,13 +67,14 @@ def main() -> None:
     for key in sorted(accs):
         xs = [acc for _, acc in accs[key]]
         within = sum(abs(acc.error) <= DISAGREE for acc in xs)
-        pred, meas = gmean([x.predicted for x in xs]), gmean([x.measured for x in xs])
+        pred, meas = gmean([x.best_prediction for x in xs]), gmean([x.measured for x in xs])
         print(f"| {key} | {len(xs)} | {statistics.mean(x.tokens_per_step for x in xs):.2f} | "
               f"{statistics.mean(x.step_cost for x in xs):.2f} | {statistics.mean(x.measured_step_cost for x in xs):.2f} | "
               f"{statistics.mean(x.overhead for x in xs):.0%} | {statistics.mean(x.ar_overhead for x in xs):.0%} | "
               f"{pred:.2f} | {meas:.2f} | {statistics.median(x.error for x in xs):+.0%} | {within}/{len(xs)} |")
     print("\n(predicted and measured: geometric means over prompts of the per-prompt speedup over AR; error = "
-          "predicted / measured - 1 per prompt; step cost (measured) = forward seconds per step over AR's.)")
+          "predicted / measured - 1 per prompt; step cost (measured) = forward seconds per step over AR's. "
+          "budget=auto rows are predicted from the step costs the run calibrated online, not from the curve.)")
     if a.per_prompt:
         print("\n| id | category | method | tokens/step | step cost | measured step cost | overhead | predicted | measured | error |")
         print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -180,3 +180,40 @@ def test_budget_records_survive_json():
 
 def test_generic_priors():
     assert generic_prior("cpu")(32) > 1.5 and generic_prior("cuda")(32) < 1.05
+
+
+def test_explain_predicts_auto_runs_from_their_calibrated_costs():
+    from decoding.perf.account import account, whole_run
+    from decoding.perf.costs import CostCurve
+
+    lm = tiny_lm("llama", 0)
+    tr = decode(lm, [7, 8, 9, 10] * 6, "lookahead", {"budget": "auto"}, 30, step_costs=flat())
+    curve = CostCurve("m", "cpu", "float32", 2, 256, [1, 8, 64], [0.01, 0.02, 0.04])
+    acc = account(tr, curve)
+    cal = sum(s.budget.cost for s in tr.steps) / tr.n_steps
+    assert acc.calibrated_step_cost == pytest.approx(cal)
+    assert acc.calibrated == pytest.approx(whole_run(tr.tokens_per_step / cal, acc.prefill_share))
+    assert acc.best_prediction == acc.calibrated and "calibrated" in acc.sentence()
+    fixed = account(decode(lm, [7, 8, 9, 10] * 6, "lookahead", {}, 30), curve)
+    assert fixed.calibrated is None and fixed.best_prediction == fixed.predicted
+
+
+def test_budget_views_draw_the_decisions():
+    from viz import budget
+
+    lm = tiny_lm("llama", 0)
+    tr = decode(lm, [7, 8, 9, 10] * 6, "lookahead", {"budget": "auto"}, 30, step_costs=flat())
+    fig = budget.decisions_figure(tr)
+    bars, expected, realized = fig.data[0], fig.data[1], fig.data[2]
+    assert list(bars.y) == [s.fed for s in tr.steps] and list(realized.y) == [len(s.tokens) for s in tr.steps]
+    assert list(expected.y) == [s.budget.expected for s in tr.steps]
+    sources = {d.name for d in fig.data[3:]}
+    assert sources == {f"P(accept) {k}" for k in tr.steps[-1].budget.acceptance}
+    s = budget.summary(tr)
+    assert s["steps"] == tr.n_steps and s["window"] == sum(x.budget.window for x in tr.steps)
+    assert f"{s['mean_fed']:.1f} tokens per step" in budget.sentence(tr)
+    opts = budget.options_figure(tr, tr.steps[3].index)
+    assert list(opts.data[1].x) == [tr.steps[3].budget.fed]
+    plain = decode(lm, [7, 8, 9, 10] * 6, "lookahead", {}, 20)
+    assert budget.summary(plain) is None and budget.sentence(plain) == ""
+    assert "no budget records" in budget.decisions_figure(plain).layout.annotations[0].text

@@ -478,3 +478,17 @@ def chart(builder, *args, key: str | None = None, **kw) -> None:
         st.error(f"Cannot draw this view from the trace: {type(e).__name__}: {e}")
         return
     st.plotly_chart(fig, theme=None, key=key, config={"displaylogo": False})
+
+
+def budget_section(t: Trace, key: str) -> None:
+    """The cost-aware budget's decisions of a budget=auto run (nothing for a fixed-budget run)."""
+    from viz import budget
+
+    if budget.summary(t) is None:
+        return
+    st.subheader("The step budget: what each step chose to feed")
+    st.markdown(budget.sentence(t))
+    ui_steps = [s.index for s in budget.budget_steps(t)]
+    chart(budget.decisions_figure, t, key=f"{key}_budget")
+    si = st.select_slider("Choices weighed at step", options=ui_steps, key=f"{key}_budget_step")
+    chart(budget.options_figure, t, si, key=f"{key}_budget_options")

@@ -42,6 +42,7 @@ class RunStats:
     forward_seconds: float  # the steps' forwards
     new_tokens: int
     params: dict = field(default_factory=dict)
+    step_costs: list[float] | None = None  # budget=auto: each step's cost as the run calibrated it
 
     @property
     def steps(self) -> int:
@@ -70,15 +71,16 @@ def stats(run: Trace | dict | RunStats) -> RunStats:
     if isinstance(run, RunStats):
         return run
     if isinstance(run, Trace):
+        costs = [s.budget.cost for s in run.steps] if run.steps and all(s.budget for s in run.steps) else None
         return RunStats(run.method, [s.fed for s in run.steps], run.step_tokens, run.seconds, run.prefill_seconds,
-                        run.forward_seconds, len(run.output_ids), dict(run.params))
+                        run.forward_seconds, len(run.output_ids), dict(run.params), costs)
     if isinstance(run, dict):
         if run.get("fed") is None:
             raise ValueError(f"a {run.get('method', '?')} bench row without per-step fed counts has no account")
         new = len(run["output_ids"]) if "output_ids" in run else int(run["new_tokens"])
         return RunStats(run["method"], list(run["fed"]), max(new - 1, 0) if run["fed"] else 0, float(run["seconds"]),
                         float(run.get("prefill_seconds") or 0.0), float(run.get("forward_seconds") or 0.0), new,
-                        dict(run.get("params") or {}))
+                        dict(run.get("params") or {}), run.get("step_costs"))
     raise TypeError(f"cannot account for a {type(run).__name__}")
 
 
@@ -98,11 +100,19 @@ class Account:
     measured: float | None = None  # tokens/s over AR's tokens/s, same prompt
     measured_step_cost: float | None = None  # forward seconds per step over AR's
     regime: str = ""
+    # budget=auto: predicted from the costs the run calibrated online (step time, overhead included)
+    calibrated: float | None = None
+    calibrated_step_cost: float | None = None
+
+    @property
+    def best_prediction(self) -> float:
+        """The calibrated prediction where the run has one, else the curve's."""
+        return self.calibrated if self.calibrated is not None else self.predicted
 
     @property
     def error(self) -> float | None:
-        """predicted / measured - 1."""
-        return None if not self.measured else self.predicted / self.measured - 1
+        """predicted / measured - 1 (the calibrated prediction where there is one)."""
+        return None if not self.measured else self.best_prediction / self.measured - 1
 
     @property
     def disagrees(self) -> bool:
@@ -112,6 +122,9 @@ class Account:
     def sentence(self) -> str:
         s = (f"{self.tokens_per_step:.2f} tokens/step, each step cost {self.step_cost:.2f} AR steps, "
              f"{self.overhead:.0%} overhead (AR {self.ar_overhead:.0%}): predicted {self.predicted:.2f}x")
+        if self.calibrated is not None:
+            s += (f"; from the step costs the run calibrated itself ({self.calibrated_step_cost:.2f} AR steps per "
+                  f"step, overhead included): {self.calibrated:.2f}x")
         if self.measured is not None:
             s += f", measured {self.measured:.2f}x"
         return s + "."
@@ -144,6 +157,9 @@ class Account:
             {"quantity": "prefill share", "value": round(self.prefill_share, 3), "meaning": "of the AR run's time (same for both)"},
             {"quantity": "predicted speedup", "value": round(self.predicted, 3), "meaning": "whole run, prefill included"},
         ]
+        if self.calibrated is not None:
+            out.append({"quantity": "predicted (calibrated)", "value": round(self.calibrated, 3),
+                        "meaning": f"tokens/step ÷ the run's own calibrated step cost ({self.calibrated_step_cost:.2f})"})
         if self.measured is not None:
             out.append({"quantity": "measured speedup", "value": round(self.measured, 3), "meaning": "tokens/s over AR's tokens/s"})
         return out
@@ -178,8 +194,12 @@ def account(run, curve: CostCurve, ar=None) -> Account:
         measured = m.tokens_per_s / a.tokens_per_s
         if a.steps and m.steps and a.forward_seconds > 0:
             measured_cost = (m.forward_seconds / m.steps) / (a.forward_seconds / a.steps)
+    calibrated = cal_cost = None
+    if m.step_costs and len(m.step_costs) == m.steps:
+        cal_cost = sum(m.step_costs) / m.steps
+        calibrated = whole_run(tps / cal_cost, f) if cal_cost > 0 else None
     return Account(m.method, tps, cost, m.overhead, o_ar, src, factor, decode, f, predicted, measured, measured_cost,
-                   curve.regime)
+                   curve.regime, calibrated, cal_cost)
 
 
 def break_even(step_cost: float, overhead: float = 0.0, ar_overhead: float = 0.0) -> float:
