@@ -288,6 +288,11 @@ def _bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, a, re
     for row in fresh:
         # sampled runs draw different (equally distributed) text: token equality says nothing
         row["matches_ar"] = None if ref is None or sampling else row["output_ids"] == ref
+        row["dtype"] = str(lm.dtype)
+        if row["matches_ar"] is not None:  # how many tokens match, where the first divergence is, AR's logit gap there
+            from .exactness import compare_to_ar
+
+            row.update(compare_to_ar(lm, ids, row["output_ids"], ref, str(lm.dtype)))
     return fresh
 
 
@@ -331,10 +336,21 @@ def summarize(results: list[dict]) -> list[dict]:
         over = [r["seconds"] / norec[(r["id"], r["method"])]["seconds"] - 1 for r in rs if r["record"] and (r["id"], r["method"]) in norec]
         row["record_overhead"] = statistics.median(over) if over else None
         # exact: the same tokens as our AR loop on the same prompt (rows read back from a file included)
-        row["exact"] = None if any(r.get("sampled") for r in rs) else all(
-            r["output_ids"] == ar[r["id"]]["output_ids"] for r in rs if r["id"] in ar)
+        # (None where no run of the group has an AR twin: never "exact" without a comparison)
+        compared = [r for r in rs if r["id"] in ar]
+        row["exact"] = None if any(r.get("sampled") for r in rs) or not compared else all(
+            r["output_ids"] == ar[r["id"]]["output_ids"] for r in compared)
+        row["runs_matching_ar"] = None if row["exact"] is None else sum(r["output_ids"] == ar[r["id"]]["output_ids"] for r in compared)
+        row["runs_compared"] = None if row["exact"] is None else len(compared)
         table.append(row)
     return table
+
+
+def exact_label(r: dict, none: str = "-") -> str:
+    """A summary row's 'exact' cell: yes, NO (k of n runs), or ``none`` where nothing was compared."""
+    if r.get("exact") is None:
+        return none
+    return "yes" if r["exact"] else f"NO ({r['runs_matching_ar']} of {r['runs_compared']} runs)"
 
 
 def format_table(results: list[dict]) -> str:
@@ -344,7 +360,7 @@ def format_table(results: list[dict]) -> str:
     f = lambda v, fmt: "-" if v is None else format(v, fmt)
     for r in table:
         lines.append(f"{r['method']:<15}{r['category']:<16}{r['prompts']:>4}{r['tokens_per_step']:>10.3f}{r['tokens_per_s']:>9.2f}"
-                     f"{f(r['vs_ar'], '.3f'):>8}{f(r['vs_generate'], '.3f'):>8}{f(r['record_overhead'], '+.1%'):>9}  {'-' if r['exact'] is None else 'yes' if r['exact'] else 'NO'}")
+                     f"{f(r['vs_ar'], '.3f'):>8}{f(r['vs_generate'], '.3f'):>8}{f(r['record_overhead'], '+.1%'):>9}  {exact_label(r)}")
     lines.append("(vs ar / vs gen: median per-prompt ratio of tokens/s; rec.ovh: median extra time with recording on)")
     if any(r.get("sampled") for r in results):
         lines.append("(sampled runs: 'exact' does not apply; each method draws its own text, with AR sampling's distribution)")

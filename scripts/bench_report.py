@@ -11,7 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decoding.cli import summarize  # noqa: E402
+from decoding.cli import exact_label, summarize  # noqa: E402
+from decoding.exactness import format_share_table  # noqa: E402
 from decoding.methods import REGISTRY  # noqa: E402
 
 
@@ -45,7 +46,10 @@ def main(path: str) -> None:
     print("|---|---:|---:|---:|---:|---|")
     for m in methods:
         r = by[(m, "ALL")]
-        print(f"| {m} | {r['prompts']} | {r['tokens_per_s']:.2f} | {fmt(r['vs_ar'], '.3f')} | {fmt(r['vs_generate'], '.3f')} | {'yes' if r['exact'] else 'NO'} |")
+        print(f"| {m} | {r['prompts']} | {r['tokens_per_s']:.2f} | {fmt(r['vs_ar'], '.3f')} | {fmt(r['vs_generate'], '.3f')} | {exact_label(r, '–')} |")
+    print("\nAgreement with AR per method and dtype (greedy runs with an AR twin; the logit gap is AR's own "
+          "token minus the method's token at the first divergence, from a forward of the AR prefix):\n")
+    print(format_share_table(rows))
     over = [r for r in summarize(rows) if r["category"] == "ALL" and r["record_overhead"] is not None]
     if over:
         print("\nRecording overhead (median over prompts of time with recording on / off - 1):\n")
