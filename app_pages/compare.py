@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages.common import ui
+from decoding.exactness import compare_to_ar, describe
 from viz import compare, sampling
 from viz.style import METHOD_NAMES
 
@@ -27,6 +28,23 @@ if others:
     st.caption(f"Not shown (another prompt or model): {', '.join(others)}. Run all methods to compare them.")
 ui.caption(latest, res.sources.get(latest.method, ""))
 st.dataframe(compare.summary_rows(traces), hide_index=True)
+ar_trace = next((t for t in traces.values() if t.method == "ar"), None)
+agreements = {label: compare.ar_agreement(t, ar_trace) for label, t in traces.items() if t is not ar_trace}
+for label, info in agreements.items():
+    if info is None or info["first_divergence"] is None:
+        continue
+    t = traces[label]
+    try:  # AR's logit gap at the divergence: one forward of the AR prefix, on the model these runs used
+        lm = ui.get_model(str(st.session_state.get("model_name", "")).strip())
+        if lm.model_id == t.model_id and str(lm.dtype) == t.dtype:
+            info = compare_to_ar(lm, t.prompt_ids, t.output_ids, ar_trace.output_ids, t.dtype)
+    except Exception:  # a saved trace of a model not loaded here: the position without the gap
+        pass
+    st.caption(f"{label}: {describe(info)}. In {t.dtype}, a forward over several tokens does not give bit-identical "
+               "logits to one-token forwards, so where AR's top two tokens are nearly tied a parallel method can "
+               "take the other one; in float32 the tests find every method token for token equal to AR.")
+if ar_trace is None:
+    st.caption("No AR run of this prompt: no method here was compared with AR, so nothing is claimed exact.")
 st.caption("Tokens/s and speedup are measured on the device named in the table. On a CPU every extra token fed "
            "costs real time; on a GPU extra tokens per forward are nearly free, so tokens/step tells more there.")
 st.subheader("Where each token came from")

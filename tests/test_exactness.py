@@ -86,3 +86,27 @@ def test_bench_rows_record_the_agreement(monkeypatch, tmp_path):
     for r in rows:
         assert r["dtype"] == "float32"
         assert (r["ar_match"], r["ar_compared"], r["first_divergence"], r["logit_gap"]) == (12, 12, None, None)
+
+
+def test_compare_rows_say_how_far_each_run_matches_ar():
+    from viz import compare
+    from viz_traces import ar_trace, lookahead_trace
+
+    ar, la = ar_trace(), lookahead_trace()
+    rows = compare.summary_rows({"AR": ar, "Lookahead": la})
+    assert rows[0]["vs AR tokens"] == "the reference"
+    same = (la.prompt_ids, la.model_id, la.dtype, la.max_new_tokens) == (ar.prompt_ids, ar.model_id, ar.dtype, ar.max_new_tokens)
+    info = compare.ar_agreement(la, ar)
+    assert (info is not None) == same
+    assert rows[1]["vs AR tokens"] == describe(info)
+    other = lookahead_trace()
+    other.prompt_ids = other.prompt_ids + [1]
+    assert compare.ar_agreement(other, ar) is None
+    assert compare.summary_rows({"AR": ar, "x": other})[1]["vs AR tokens"] == "not compared with AR"
+    other = lookahead_trace()
+    other.output_ids = list(ar.output_ids)
+    other.prompt_ids, other.model_id, other.dtype, other.max_new_tokens = ar.prompt_ids, ar.model_id, ar.dtype, ar.max_new_tokens
+    n = len(ar.output_ids)
+    assert compare.summary_rows({"AR": ar, "x": other})[1]["vs AR tokens"] == f"matches AR: {n} of {n}"
+    other.output_ids = list(ar.output_ids[:2]) + [ar.output_ids[2] + 1] + list(ar.output_ids[3:])
+    assert compare.summary_rows({"AR": ar, "x": other})[1]["vs AR tokens"].startswith(f"diverges at token 2 of {n}")
