@@ -49,6 +49,11 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
     p.add_argument("--model", default=None, help="HF model id in the local cache or a local folder (default: the bundled SmolLM2-135M)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--device-map", default=None,
+                   help="split the model's layers with accelerate: auto, balanced, sequential, or a JSON {module: device} "
+                        "(devices: 0, cuda:1, cpu, disk) or a JSON file (default: the whole model on --device)")
+    p.add_argument("--max-memory", default=None, help="with --device-map: the most each device holds, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
+    p.add_argument("--offload-folder", default=None, help="with --device-map: where layers mapped to 'disk' are kept")
     p.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 
@@ -126,7 +131,8 @@ def cmd_tune(a) -> int:
 def _load_model(a):
     from .model import load_model
 
-    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr))
+    split = {k: getattr(a, k) for k in ("device_map", "max_memory", "offload_folder") if getattr(a, k, None)}
+    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), **split)
 
 
 def _progress(frac: float, msg: str) -> None:

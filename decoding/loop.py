@@ -52,10 +52,11 @@ def keep_fed(cache, base: int, keep: list[int]) -> None:
     total = cache.get_seq_length()
     n = len(keep)
     if keep != list(range(n)):  # not a prefix: move the kept entries down first (lookahead)
-        idx = torch.tensor(keep, device=cache.layers[0].keys.device) + base
-        for layer in cache.layers:
-            layer.keys[:, :, base:base + n] = layer.keys[:, :, idx]
-            layer.values[:, :, base:base + n] = layer.values[:, :, idx]
+        idx = torch.tensor(keep) + base
+        for layer in cache.layers:  # each layer's cache lives on its layer's device (a split model)
+            i = idx.to(layer.keys.device)
+            layer.keys[:, :, base:base + n] = layer.keys[:, :, i]
+            layer.values[:, :, base:base + n] = layer.values[:, :, i]
     if total - base - n > 0:
         cache.crop(-(total - base - n))
 

@@ -33,6 +33,7 @@ class LoadedModel:
     device: str
     dtype: str
     load_seconds: float = 0.0
+    device_map: dict | None = None  # accelerate's placement (module -> device, "disk") when the model is split
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -138,8 +139,55 @@ def bundled_folder(progress=None) -> Path:
     return folder
 
 
-def load_model(name: str | None = None, device: str | None = None, dtype: str | None = None, progress=None) -> LoadedModel:
-    """Load a decoder-only causal LM. ``name`` None / "bundled": the offline SmolLM2-135M."""
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def parse_device_map(v: str | dict | None) -> str | dict | None:
+    """--device-map: one of accelerate's strategies (auto, balanced, balanced_low_0, sequential), a
+    JSON object {module: device} (a device: "cpu", "disk", 0, "cuda:1") or a JSON file holding one."""
+    import json
+
+    if v is None or isinstance(v, dict):
+        return v
+    v = str(v).strip()
+    if not v:
+        return None
+    if v in DEVICE_MAPS:
+        return v
+    try:
+        text = Path(v).read_text(encoding="utf-8") if not v.startswith("{") and os.path.isfile(v) else v
+        out = json.loads(text)
+    except (OSError, ValueError):
+        out = None
+    if not isinstance(out, dict) or not out:
+        raise ModelError(f"--device-map must be one of {', '.join(DEVICE_MAPS)}, a JSON object {{module: device}} or a JSON file, not {v!r}")
+    return out
+
+
+def parse_max_memory(v: str | dict | None) -> dict | None:
+    """--max-memory: "0=20GiB,1=20GiB,cpu=64GiB" -> {0: "20GiB", 1: "20GiB", "cpu": "64GiB"} (accelerate's form)."""
+    if v is None or isinstance(v, dict):
+        return v
+    out: dict = {}
+    for part in str(v).split(","):
+        if not part.strip():
+            continue
+        k, eq, size = part.partition("=")
+        if not eq or not k.strip() or not size.strip():
+            raise ModelError(f"--max-memory takes device=size pairs such as 0=20GiB,cpu=64GiB, not {part!r}")
+        k = k.strip()
+        out[int(k) if k.isdigit() else k] = size.strip()
+    return out or None
+
+
+def load_model(name: str | None = None, device: str | None = None, dtype: str | None = None, progress=None,
+               device_map: str | dict | None = None, max_memory: str | dict | None = None,
+               offload_folder: str | None = None) -> LoadedModel:
+    """Load a decoder-only causal LM. ``name`` None / "bundled": the offline SmolLM2-135M.
+
+    ``device_map`` (with ``max_memory`` and ``offload_folder``) places the layers through accelerate's
+    big-model loading: over several GPUs, the CPU and disk ("auto", or an explicit {module: device});
+    inputs go to the first module's device and accelerate's hooks move activations between layers."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -147,6 +195,9 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars; our callers show their own progress
     t0 = time.perf_counter()
+    device_map, max_memory = parse_device_map(device_map), parse_max_memory(max_memory)
+    if (max_memory or offload_folder) and not device_map:
+        raise ModelError("--max-memory and --offload-folder need --device-map (e.g. --device-map auto)")
     device = pick_device(device)
     if dtype is None:
         dtype = "float32" if device in ("cpu", "mps") else "bfloat16"
@@ -154,6 +205,8 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     bundled = name in (None, "", BUNDLED)
     if not bundled and os.path.isfile(os.path.join(str(name), "adapter_config.json")):
+        if device_map:
+            raise ModelError("a LoRA adapter folder cannot be split with --device-map: merge it into a model folder first")
         return _load_adapter(str(name), device, dtype, progress, t0)
     if bundled:
         path, model_id = str(bundled_folder(progress)), BUNDLED_ID
@@ -168,12 +221,22 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError(f"{model_id} is an encoder-decoder model; this lab decodes decoder-only causal LMs")
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False, local_files_only=local_only)
+        split = {}
+        if device_map:
+            split = {"device_map": device_map, "max_memory": max_memory}
+            if offload_folder:
+                split["offload_folder"] = offload_folder
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), trust_remote_code=False,
+                                                     local_files_only=local_only, **split)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=local_only)
     except ValueError as e:
         raise ModelError(f"{model_id} is not a causal language model transformers can load ({_first_line(e)})") from None
     except OSError as e:
         raise ModelError(f"cannot load {model_id}: {_first_line(e)}") from None
+    if device_map:  # accelerate placed it; the inputs go where the embeddings live
+        placed = dict(getattr(model, "hf_device_map", None) or {})
+        model.eval()
+        return LoadedModel(model, tokenizer, model_id, str(model.device), dtype, time.perf_counter() - t0, placed or None)
     model.to(device).eval()
     return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0)
 
