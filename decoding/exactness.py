@@ -101,7 +101,7 @@ def share_table(rows: list[dict]) -> list[dict]:
 def format_share_table(rows: list[dict]) -> str:
     """share_table() as a markdown table (bench_report)."""
     f = lambda v, spec: "–" if v is None else format(v, spec)
-    lines = ["| method | dtype | runs | match AR token for token | share | AR tokens reproduced before the first divergence | first divergence at | logit gap there (median, max) |",
+    lines = ["| method | dtype | runs | match AR token for token | share | AR tokens reproduced before the first divergence | first divergence at | |logit gap| there (median, max) |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in share_table(rows):
         firsts = ", ".join(str(x) for x in sorted(r["first_divergence"])) or "–"

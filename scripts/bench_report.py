@@ -39,7 +39,7 @@ def main(path: str) -> None:
     for c in cats:
         vals = [fmt(by.get((m, c), {}).get("tokens_per_step"), ".2f") + count(by.get((m, c)), n[c]) for m in methods]
         la, pl = by.get(("lookahead", c)), by.get(("pld", c))
-        ratio = fmt(la["tokens_per_step"] / pl["tokens_per_step"], ".2f") if la and pl else "–"
+        ratio = fmt(la["tokens_per_step"] / pl["tokens_per_step"], ".2f") if la and pl and pl["tokens_per_step"] else "–"
         print(f"| {c} | {n[c]} | " + " | ".join(vals) + f" | {ratio} |")
     print("\nTokens per second, and speedup (median per-prompt ratio of tokens/s) vs our AR and vs `model.generate`:\n")
     print("| method | prompts | tokens/s | vs ar | vs generate | exact (= AR output) |")
