@@ -74,6 +74,8 @@ def _sidebar_script():
 def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
     from streamlit.testing.v1 import AppTest
 
+    from app_pages.common import ui
+
     at = AppTest.from_function(_sidebar_script, default_timeout=60).run()
     assert not at.exception
     params = json.loads(at.text[0].value)
@@ -81,18 +83,30 @@ def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
     for method, spec in REGISTRY.items():
         assert params[method] == spec.defaults  # every parameter, nothing else, registry defaults
         for prm in spec.params:
+            key = ui.widget_key(method, prm.name)
             if prm.is_choice:
-                w = at.selectbox(key=f"p_{prm.name}")
+                w = at.selectbox(key=key)
                 assert (tuple(w.options), w.value) == (prm.choices, prm.default)
             elif prm.is_bool:
-                assert at.checkbox(key=f"p_{prm.name}").value is prm.default
+                assert at.checkbox(key=key).value is prm.default
             else:
-                w = at.number_input(key=f"p_{prm.name}")
+                w = at.number_input(key=key)
                 assert (w.min, w.max, w.value) == (prm.lo, prm.hi, prm.default), prm.name
-    # one widget per parameter name (the shared seed is one)
-    names = {prm.name for spec in REGISTRY.values() for prm in spec.params}
+    # one widget per distinct parameter (the seed several methods declare alike is one)
+    want = {ui.widget_key(m, prm.name) for m, spec in REGISTRY.items() for prm in spec.params}
     keys = {w.key for w in list(at.number_input) + list(at.checkbox) + list(at.selectbox) if w.key.startswith("p_")}
-    assert keys == {f"p_{n}" for n in names}
+    assert keys == want
+    assert ui.widget_key("jacobi", "seed") == ui.widget_key("lookahead", "seed") == "p_seed"
+
+
+def test_one_name_with_other_defaults_gets_a_widget_per_method(monkeypatch):
+    from app_pages.common import ui
+
+    monkeypatch.setitem(REGISTRY, "repeat", REPEAT)  # its k: default 3, bounds 1..8; prompt lookup's: 10, 1..64
+    assert ui.widget_key("repeat", "k") == "p_repeat_k" and ui.widget_key("pld", "k") == "p_pld_k"
+    assert ui.widget_key("lookahead", "W") == "p_W"
+    keys = {key for _, _, key, _ in ui.param_widgets()}
+    assert {"p_repeat_k", "p_pld_k"} <= keys and "p_k" not in keys
 
 
 def test_trace_validator_and_figures_read_the_registry():

@@ -33,8 +33,10 @@ def apply(label: str) -> None:
     check(method, params)
     ss = st.session_state
     ss.method_label = METHOD_NAMES[method]
+    from app_pages.common.ui import widget_key  # ui draws the preset buttons: import it here, not at the top
+
     for k, v in params.items():
-        ss[f"p_{k}"] = v
+        ss[widget_key(method, k)] = v
 
 
 def preset_buttons() -> None:

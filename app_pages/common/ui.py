@@ -81,7 +81,7 @@ def settings_defaults() -> dict:
     first = next(iter(EXAMPLE_PROMPTS))
     return {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
             "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64,
-            **{f"p_{prm.name}": prm.default for _, prm, _ in param_widgets()},
+            **{key: prm.default for _, prm, key, _ in param_widgets()},
             "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
 
 
@@ -189,50 +189,57 @@ def method_params(method: str) -> dict:
     ss = st.session_state
     out = {}
     for prm in REGISTRY[method].params:
-        v = ss[f"p_{prm.name}"]
+        v = ss[widget_key(method, prm.name)]
         out[prm.name] = str(v) if prm.is_choice else bool(v) if prm.is_bool else int(v)
     return out | sampling_params(method)
 
 
-def param_widgets() -> list[tuple[str, object, bool]]:
-    """(method, Param, shared) for every registry parameter, once per name; a name that several
-    methods take (seed) is one shared widget."""
+def widget_key(method: str, name: str) -> str:
+    """The session key of a parameter's widget: ``p_<name>``, one widget for every method that
+    declares the very same parameter (the seed, the step budget); ``p_<method>_<name>`` where
+    methods give one name different defaults or bounds (k of prompt lookup and of another method)."""
+    same = [prm for spec in REGISTRY.values() for prm in spec.params if prm.name == name]
+    return f"p_{name}" if all(p == same[0] for p in same) else f"p_{method}_{name}"
+
+
+def param_widgets() -> list[tuple[str, object, str, bool]]:
+    """(method, Param, widget key, shared) once per widget; shared: several methods read it."""
     seen: dict[str, list] = {}
     for m, spec in REGISTRY.items():
         for prm in spec.params:
-            seen.setdefault(prm.name, [m, prm, 0])[2] += 1
-    return [(m, prm, n > 1) for m, prm, n in seen.values()]
+            seen.setdefault(widget_key(m, prm.name), [m, prm, 0])[2] += 1
+    return [(m, prm, key, n > 1) for key, (m, prm, n) in seen.items()]
 
 
-def _widget(prm, label: str) -> None:
+def _widget(prm, label: str, key: str) -> None:
     if prm.is_choice:
-        st.selectbox(label, list(prm.choices), key=f"p_{prm.name}", help=prm.help)
+        st.selectbox(label, list(prm.choices), key=key, help=prm.help)
     elif prm.is_bool:
-        st.checkbox(label, key=f"p_{prm.name}", help=prm.help)
+        st.checkbox(label, key=key, help=prm.help)
     else:
-        st.number_input(label, min_value=prm.lo, max_value=prm.hi, key=f"p_{prm.name}",
+        st.number_input(label, min_value=prm.lo, max_value=prm.hi, key=key,
                         help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
 
 
 def method_widgets(method: str) -> None:
     """One expander per method with parameters, its widgets and bounds from the registry."""
-    shared = {prm.name for _, prm, sh in param_widgets() if sh}
+    shared = {key for _, _, key, sh in param_widgets() if sh}
     for m, spec in REGISTRY.items():
-        own = [prm for prm in spec.params if prm.name not in shared]
+        own = [prm for prm in spec.params if widget_key(m, prm.name) not in shared]
         if not own:
             continue
         with st.expander(f"{spec.label}: {', '.join(p.name for p in own if not (p.is_bool or p.is_choice))}", expanded=method == m):
             for prm in own:
-                _widget(prm, prm.label or prm.name)
+                _widget(prm, prm.label or prm.name, widget_key(m, prm.name))
 
 
 def shared_param_widgets() -> None:
-    """Widgets of parameters several methods take (the seed of the initial guesses)."""
-    for _, prm, sh in param_widgets():
+    """Widgets of parameters several methods take (the seed of the initial guesses, the budget)."""
+    for _, prm, key, sh in param_widgets():
         if sh:
             who = " / ".join(spec.label for spec in REGISTRY.values() if prm.name in spec.defaults)
             label = prm.label or prm.name.capitalize()
-            _widget(prm, f"{label} ({who}: {prm.help})" if len(prm.help) < 40 else f"{label} ({who})")
+            _widget(prm, f"{label} ({who}: {prm.help})" if len(prm.help) < 40 else f"{label} ({who})", key)
 
 
 # ---- the model and runs ----------------------------------------------------------------------------
