@@ -15,6 +15,7 @@ from .io import Parser as _Parser
 from .io import UsageError, interleave, read_prompts, read_rows
 from .loop import MAX_NEW_TOKENS_CAP, Run, warm_up
 from .methods import REGISTRY, SAMPLING_METHODS, ConfigError, resolve_params
+from . import shard
 from .perf import tune
 
 
@@ -93,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="write one JSON line per (prompt, method) here")
     b.add_argument("--overhead", action="store_true", help="also run each method with recording off and report the recording overhead")
     b.add_argument("--resume", action="store_true", help="append to --out, skipping the (prompt, method) runs it already holds")
+    mg = sub.add_parser("merge", help="join the per-rank files of a bench run under torchrun / accelerate launch (out.rank*.jsonl), "
+                                      "checking that every (prompt, method) run is there exactly once")
+    _add_prompts_args(mg, per_category=0)
+    mg.add_argument("--methods", default="ar,jacobi,lookahead,pld", help="the --methods the bench ran with")
+    mg.add_argument("--overhead", action="store_true", help="the bench ran with --overhead")
+    mg.add_argument("--out", required=True, help="the bench's --out: reads OUT's .rankN files, writes OUT")
     t = sub.add_parser("tune", help="rank the settings of each method's tuning grid by predicted and measured speedup on this device")
     _add_prompts_args(t, per_category=1)
     t.add_argument("--methods", default="jacobi,lookahead",
@@ -132,7 +139,8 @@ def _load_model(a):
     from .model import load_model
 
     split = {k: getattr(a, k) for k in ("device_map", "max_memory", "offload_folder") if getattr(a, k, None)}
-    return load_model(a.model, a.device, a.dtype, progress=lambda m: print(m, file=sys.stderr), **split)
+    device = a.device or (None if split else shard.local_device())  # one GPU per rank under a launcher
+    return load_model(a.model, device, a.dtype, progress=lambda m: print(m, file=sys.stderr), **split)
 
 
 def _progress(frac: float, msg: str) -> None:
@@ -214,6 +222,8 @@ def cmd_bench(a) -> int:
     methods = _bench_methods(a.methods)
     params = {m: _variant_params(m, a) for m in methods}
     rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
+    rank, world = shard.rank_world()  # under torchrun / accelerate launch: this rank's prompts, its own file
+    rows_in, a.out = shard.take(rows_in, rank, world), shard.rank_path(a.out, rank, world)
     results = _resumed_rows(a)
     done = {(r["id"], r["method"], r["record"]) for r in results}
     lm = _load_model(a)
@@ -235,6 +245,17 @@ def cmd_bench(a) -> int:
         if out:
             out.close()
     print(format_table(results))
+    return 0
+
+
+def cmd_merge(a) -> int:
+    methods = _bench_methods(a.methods)
+    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
+    ids = [r["id"] for r in read_prompts(a.prompts, a.per_category, a.categories)]
+    files = shard.rank_files(a.out)
+    rows = shard.merge(files, {(i, m, rec) for i in ids for m, rec in variants}, a.out)
+    print(f"merged {len(files)} rank files: {len(rows)} runs of {len(ids)} prompts -> {a.out}", file=sys.stderr)
+    print(format_table(rows))
     return 0
 
 
@@ -379,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         a = parser.parse_args(argv)
-        return {"generate": cmd_generate, "bench": cmd_bench, "tune": cmd_tune}[a.command](a)
+        return {"generate": cmd_generate, "bench": cmd_bench, "tune": cmd_tune, "merge": cmd_merge}[a.command](a)
     except (UsageError, ConfigError, ModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
