@@ -22,7 +22,7 @@ def _model_args(q, default_dtype=None) -> None:
 
 
 def _prompt_args(q) -> None:
-    q.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
+    q.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category), {id, prompt} rows or GSM8K {question, answer} rows")
     q.add_argument("--categories", default="", help="comma list of categories to keep")
     q.add_argument("--skip-per-category", type=int, default=0, help="drop the first K prompts of each category")
     q.add_argument("--per-category", type=int, default=0, help="then keep K prompts of each category (0: all)")
@@ -44,8 +44,18 @@ def _train_args(t) -> None:
     t.add_argument("--lora-alpha", type=int, default=16)
     t.add_argument("--lora-targets", default="all", help="'all' or a comma list of module names")
     t.add_argument("--save-every", type=int, default=100, help="checkpoint to OUT/checkpoint every K steps (0: off)")
-    t.add_argument("--max-minutes", type=float, default=0.0, help="stop after this much training time (0: no limit)")
+    t.add_argument("--max-minutes", type=float, default=0.0,
+                   help="stop after this much time (0: no limit), with a checkpoint; run again with --resume to go on")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint/train_state.pt if there is one (same data and settings)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--eval-prompts", default="", help="held-out prompts (JSONL) for the learning curve: Jacobi "
+                   "tokens/step and drift before training and after 10/25/50/100%% of the steps, into metrics.jsonl")
+    t.add_argument("--eval-categories", default="", help="comma list of categories of --eval-prompts to keep")
+    t.add_argument("--eval-per-category", type=int, default=0, help="keep K prompts of each category (0: all)")
+    t.add_argument("--eval-n", type=int, default=16, help="Jacobi block size of the learning curve")
+    t.add_argument("--eval-max-new-tokens", type=int, default=64)
+    t.add_argument("--eval-chat", action="store_true", help="wrap each held-out prompt in the chat template")
 
 
 def build_parser() -> Parser:
@@ -55,6 +65,8 @@ def build_parser() -> Parser:
     _prompt_args(c)
     _model_args(c)
     c.add_argument("--out", required=True, help="JSONL file to append to (prompts already in it are skipped)")
+    c.add_argument("--max-minutes", type=float, default=0.0,
+                   help="stop after the prompt that passes this much time (0: no limit); run again to resume")
     _train_args(sub.add_parser("train", help="consistency + AR training on collected trajectories"))
     e = sub.add_parser("eval", help="base vs CLLM on held-out prompts: Jacobi tokens/step, speedup, drift")
     _prompt_args(e)
@@ -63,6 +75,7 @@ def build_parser() -> Parser:
     e.add_argument("--split", default="", help="label written in each row (e.g. in-domain, out-of-domain)")
     e.add_argument("--out", help="append one JSON line per prompt here")
     e.add_argument("--results", default="", help="comma list of result files to summarise instead of running")
+    e.add_argument("--n-small", type=int, default=0, help="also Jacobi tokens/step at this smaller block size (0: off)")
     q = sub.add_parser("pair", help="decode one prompt with Jacobi by the base and by the CLLM; save both traces (the app's CLLM page)")
     _prompt_args(q)
     _model_args(q)
@@ -103,9 +116,11 @@ def cmd_collect(a) -> int:
     _threads()
     lm = load_model(a.model, a.device, a.dtype, progress=_say)
     t0 = time.perf_counter()
-    s = collect(lm, rows, a.out, a.n, a.max_new_tokens, a.chat, a.seed)
-    _say(f"collected {s['items']} items from {s['prompts']} prompts ({s['tokens']} tokens) in "
-         f"{time.perf_counter() - t0:.0f} s; {s['skipped']} prompts were already in {a.out}")
+    s = collect(lm, rows, a.out, a.n, a.max_new_tokens, a.chat, a.seed, max_seconds=a.max_minutes * 60)
+    per = f" ({s['seconds'] / s['prompts']:.1f} s/prompt, {s['seconds'] / max(1, s['items']):.1f} s/item)" if s["prompts"] else ""
+    _say(f"collected {s['items']} items from {s['prompts']} prompts ({s['tokens']} tokens, {s['steps']} Jacobi steps) in "
+         f"{time.perf_counter() - t0:.0f} s{per}; {s['skipped']} prompts were already in {a.out}"
+         + (f"; stopped at the time limit, {s['left']} prompts left: run the same command again to resume" if s["stopped"] else ""))
     return 0
 
 
@@ -137,15 +152,30 @@ def cmd_train(a) -> int:
     def save(path):
         save_model(model, lm.tokenizer, path, base, lora, meta)
 
+    curve = None
+    if a.eval_prompts:
+        from .evaluate import CurveEval
+
+        ev = read_prompts(a.eval_prompts, a.eval_per_category, a.eval_categories)
+        curve = CurveEval(lm.tokenizer, [lm.encode(r["prompt"], chat=a.eval_chat) for r in ev], a.eval_n,
+                          a.eval_max_new_tokens, a.seed, lm.model_id, str(lm.device), lm.dtype)
+        meta["eval_prompts"] = {"file": os.path.abspath(a.eval_prompts), "ids": [r["id"] for r in ev], "n": a.eval_n,
+                                "max_new_tokens": a.eval_max_new_tokens, "chat": a.eval_chat}
     rows = train(model, items, a.out, a.epochs, lr, a.ar_weight, a.local, a.seed, save_every=a.save_every, save=save,
-                 max_seconds=a.max_minutes * 60)
-    meta.update({"steps": len(rows), "train_seconds": rows[-1]["seconds"] if rows else 0,
-                 "train_tokens": rows[-1]["tokens"] if rows else 0})
+                 max_seconds=a.max_minutes * 60, resume=a.resume, evaluate=curve)
+    from .train import load_state
+
+    st = load_state(a.out) or {}
+    total = max(1, int(round(a.epochs * len(items))))
+    meta.update({"steps": st.get("step", len(rows)), "total_steps": total, "finished": bool(st.get("done", not rows or rows[-1]["step"] == total)),
+                 "train_seconds": st.get("seconds", rows[-1]["seconds"] if rows else 0),
+                 "train_tokens": st.get("tokens", rows[-1]["tokens"] if rows else 0)})
     save_model(model, lm.tokenizer, a.out, base, lora, meta)
     last = rows[-1] if rows else {}
-    _say(f"trained {len(rows)} steps in {meta['train_seconds']:.0f} s; last losses: "
+    _say(f"trained {len(rows)} steps this run ({meta['steps']}/{total} in all, {meta['train_seconds']:.0f} s); last losses: "
          + ", ".join(f"{k} {last[k]:.4f}" for k in ("consistency", "ar", "local") if k in last)
-         + f"; saved to {a.out}")
+         + f"; saved to {a.out}"
+         + ("" if meta["finished"] else "; cut by --max-minutes: run the same command with --resume to go on"))
     return 0
 
 
@@ -168,7 +198,7 @@ def cmd_eval(a) -> int:
     cllm = load_model(a.cllm, a.device, a.dtype, progress=_say)
     out = open(a.out, "a", encoding="utf-8") if a.out else None
     try:
-        res = evaluate(base, cllm, rows, a.n, a.max_new_tokens, a.chat, a.seed, out=out)
+        res = evaluate(base, cllm, rows, a.n, a.max_new_tokens, a.chat, a.seed, out=out, n_small=a.n_small)
     finally:
         if out:
             out.close()

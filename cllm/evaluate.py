@@ -27,44 +27,145 @@ def answer_nll(lm, prompt_ids: list[int], answer: list[int]) -> tuple[float, int
     return float(nll), len(answer)
 
 
-def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int) -> tuple[list[int], dict[str, Any]]:
-    """One model's greedy AR answer and its Jacobi vs AR numbers on one prompt."""
+DEGENERATE_MAX_PERIOD = 16
+DEGENERATE_SHARE = 0.5
+
+
+def repeated_share(ids: list[int], max_period: int = DEGENERATE_MAX_PERIOD) -> float:
+    """The largest share of ``ids`` covered by one stretch that repeats a token n-gram (n = the
+    period, 1..max_period) at least 3 times back to back: a stretch where every token equals the
+    token ``period`` places before it, counted with its first period ("0 0 0 0" is period 1,
+    "a b a b a b" period 2). 0 for an empty answer."""
+    best, n = 0, len(ids)
+    for p in range(1, max_period + 1):
+        run = 0  # tokens i with ids[i] == ids[i - p], in the current stretch
+        for i in range(p, n + 1):
+            if i < n and ids[i] == ids[i - p]:
+                run += 1
+                continue
+            if run >= 2 * p:  # the first period + 2 more repeats
+                best = max(best, run + p)
+            run = 0
+    return best / n if n else 0.0
+
+
+def degenerate(ids: list[int], share: float = DEGENERATE_SHARE, max_period: int = DEGENERATE_MAX_PERIOD) -> bool:
+    """A degenerate repetitive answer: one token n-gram (n <= 16) repeated back to back, >= 3
+    times, fills more than half of it (``repeated_share`` > 0.5)."""
+    return repeated_share(ids, max_period) > share
+
+
+def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: int = 0) -> tuple[list[int], dict[str, Any]]:
+    """One model's greedy AR answer and its Jacobi vs AR numbers on one prompt. The Jacobi run is
+    recorded (its per-block counts come from the record: ``jacobi_counts``, CLLM's definitions);
+    its wall time includes that recording (a few small lists per iteration)."""
+    from decoding.analysis import jacobi_counts
+
     ar = decode(lm, ids, "ar", {}, max_new_tokens, record=False)
-    jc = decode(lm, ids, "jacobi", {"n": n, "seed": seed}, max_new_tokens, record=False)
-    return ar.output_ids, {"jacobi_tokens_per_step": jc.tokens_per_step, "jacobi_steps": jc.n_steps,
-                           "jacobi_seconds": jc.seconds, "ar_seconds": ar.seconds, "tokens": len(ar.output_ids),
-                           "exact": jc.output_ids == ar.output_ids,
-                           "speedup": (ar.seconds / jc.seconds) if jc.seconds > 0 else 0.0}
+    jc = decode(lm, ids, "jacobi", {"n": n, "seed": seed}, max_new_tokens, record=True)
+    blocks = jacobi_counts(jc)
+    out = {"jacobi_tokens_per_step": jc.tokens_per_step, "jacobi_steps": jc.n_steps,
+           "jacobi_seconds": jc.seconds, "ar_seconds": ar.seconds, "tokens": len(ar.output_ids),
+           "exact": jc.output_ids == ar.output_ids,
+           "speedup": (ar.seconds / jc.seconds) if jc.seconds > 0 else 0.0,
+           "block_iterations": [b["iterations"] for b in blocks],
+           "block_tokens": [b["tokens"] for b in blocks],
+           "fast_forwarded": [b["fast_forwarded"] for b in blocks],
+           "stationary": [b["stationary"] for b in blocks],
+           "repeated_share": round(repeated_share(ar.output_ids), 4),
+           "degenerate": degenerate(ar.output_ids)}
+    if n_small:
+        js = decode(lm, ids, "jacobi", {"n": n_small, "seed": seed}, max_new_tokens, record=False)
+        out.update({"n_small": n_small, "jacobi_tokens_per_step_small": js.tokens_per_step,
+                    "jacobi_steps_small": js.n_steps})
+    return ar.output_ids, out
 
 
-def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: int = 0) -> dict[str, Any]:
+def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: int = 0, n_small: int = 0) -> dict[str, Any]:
     """The result row of one prompt row ``r`` (see ``evaluate``)."""
     ids = base.encode(r["prompt"], chat=chat)
-    row: dict[str, Any] = {"id": r["id"], "category": r["category"], "split": r.get("split", ""), "prompt_tokens": len(ids)}
+    row: dict[str, Any] = {"id": r["id"], "category": r["category"], "split": r.get("split", ""), "prompt_tokens": len(ids),
+                           "n": n}
     outs = {}
     for name, lm in (("base", base), ("cllm", cllm)):
-        outs[name], row[name] = _side(lm, ids, n, max_new_tokens, seed)
+        outs[name], row[name] = _side(lm, ids, n, max_new_tokens, seed, n_small)
     b, c = outs["base"], outs["cllm"]
-    same = sum(x == y for x, y in zip(b, c))
-    row["identical_share"] = same / max(len(b), len(c), 1)
-    row["common_prefix"] = next((i for i, (x, y) in enumerate(zip(b, c)) if x != y), min(len(b), len(c)))
+    row.update(drift(b, c))
     row["base_nll_base"], row["n_base"] = answer_nll(base, ids, b)
     row["base_nll_cllm"], row["n_cllm"] = answer_nll(base, ids, c)
     return row
 
 
+def drift(base_answer: list[int], cllm_answer: list[int]) -> dict[str, Any]:
+    """identical_share: positions where the two greedy answers hold the same token, over the longer
+    answer's length; common_prefix: tokens before they first differ."""
+    b, c = base_answer, cllm_answer
+    same = sum(x == y for x, y in zip(b, c))
+    return {"identical_share": same / max(len(b), len(c), 1),
+            "common_prefix": next((i for i, (x, y) in enumerate(zip(b, c)) if x != y), min(len(b), len(c)))}
+
+
+class CurveEval:
+    """The learning curve's evaluation (``cllm.train``'s ``evaluate``) on a fixed held-out set of
+    prompt ids: Jacobi tokens/step of the model being trained, its drift from the base (identical
+    share, the base's perplexity of its answers vs of the base's own) and its share of degenerate
+    answers. The first call (before training) records the base's answers and figures in ``state``
+    (kept in the training checkpoint); with a LoRA model the base's perplexity of later answers
+    comes from the adapter switched off, else it is left out."""
+
+    def __init__(self, tokenizer, prompts: list[list[int]], n: int = 16, max_new_tokens: int = 64, seed: int = 0,
+                 model_id: str = "training", device: str = "cpu", dtype: str = "float32"):
+        self.tokenizer, self.prompts, self.n, self.max_new_tokens, self.seed = tokenizer, prompts, n, max_new_tokens, seed
+        self.model_id, self.device, self.dtype = model_id, device, dtype
+        self.state: dict | None = None
+
+    def __call__(self, model) -> dict[str, Any]:
+        import contextlib
+
+        from decoding.model import LoadedModel
+
+        lm = LoadedModel(model, self.tokenizer, self.model_id, self.device, self.dtype)
+        answers, steps, toks = [], 0, 0
+        for ids in self.prompts:
+            jc = decode(lm, ids, "jacobi", {"n": self.n, "seed": self.seed}, self.max_new_tokens, record=False)
+            answers.append(jc.output_ids)  # greedy Jacobi's output is greedy AR's
+            steps += jc.n_steps
+            toks += len(jc.output_ids)
+        first = self.state is None
+        if first:
+            self.state = {"answers": answers,
+                          "nll": [answer_nll(lm, ids, a) for ids, a in zip(self.prompts, answers)]}
+        base_answers = self.state["answers"]
+        d = [drift(b, c) for b, c in zip(base_answers, answers)]
+        row: dict[str, Any] = {
+            "prompts": len(self.prompts), "jacobi_tokens_per_step": round(toks / max(1, steps), 4),
+            "identical_share": round(sum(x["identical_share"] for x in d) / max(1, len(d)), 4),
+            "degenerate_share": round(sum(degenerate(a) for a in answers) / max(1, len(answers)), 4),
+            "base_degenerate_share": round(sum(degenerate(a) for a in base_answers) / max(1, len(answers)), 4)}
+        ppl = lambda pairs: math.exp(sum(x for x, _ in pairs) / max(1, sum(k for _, k in pairs)))
+        row["base_ppl_base"] = round(ppl(self.state["nll"]), 4)
+        off = getattr(model, "disable_adapter", None)
+        if first:
+            row["base_ppl_cllm"] = row["base_ppl_base"]
+        elif off is not None:
+            with off() if callable(off) else contextlib.nullcontext():
+                row["base_ppl_cllm"] = round(ppl([answer_nll(lm, ids, a) for ids, a in zip(self.prompts, answers)]), 4)
+        return row
+
+
 def evaluate(base, cllm, rows: list[dict], n: int, max_new_tokens: int, chat: bool, seed: int = 0,
-             progress: bool = True, out=None) -> list[dict]:
-    """Per prompt: Jacobi tokens/step of base and CLLM, AR and Jacobi wall time of the CLLM (and of
-    the base), the CLLM's exactness (Jacobi == AR), drift of its greedy answer from the base's, and
-    the base's NLL of both answers."""
+             progress: bool = True, out=None, n_small: int = 0) -> list[dict]:
+    """Per prompt: Jacobi tokens/step of base and CLLM (and at ``n_small``), AR and Jacobi wall time
+    of both, their exactness (Jacobi == AR), per-block iterations, fast-forwarded and stationary
+    counts (``decoding.analysis.jacobi_counts``), degenerate answers (``degenerate``), drift of the
+    CLLM's greedy answer from the base's, and the base's NLL of both answers."""
     from tqdm import tqdm
 
     for lm in (base, cllm):
         warm_up(lm, chat)
     res = []
     for r in tqdm(rows, desc="eval", unit="prompt", file=sys.stderr, disable=not progress):
-        row = compare(base, cllm, r, n, max_new_tokens, chat, seed)
+        row = compare(base, cllm, r, n, max_new_tokens, chat, seed, n_small)
         res.append(row)
         if out:
             out.write(json.dumps(row) + "\n")
@@ -94,6 +195,26 @@ def report(results: list[dict]) -> str:
                      f"{sum(r['identical_share'] for r in rs) / len(rs):.1%} | "
                      f"{ppl('base_nll_base', 'n_base'):.2f} | {ppl('base_nll_cllm', 'n_cllm'):.2f} | "
                      f"{'yes' if all(r['cllm']['exact'] and r['base']['exact'] for r in rs) else 'NO'} |")
+    more = [(g, rs) for g, rs in groups.items() if all("block_iterations" in r["base"] and "block_iterations" in r["cllm"] for r in rs)]
+    if more:
+        small = all("jacobi_tokens_per_step_small" in r["base"] and "jacobi_tokens_per_step_small" in r["cllm"] for _, rs in more for r in rs)
+        head = ("| split | prompts | iterations per block (base / CLLM) | fast-forwarded per block (base / CLLM) | "
+                "stationary per block (base / CLLM) | degenerate answers (base / CLLM) | AR s (base / CLLM) | Jacobi s (base / CLLM) |"
+                + (" Jacobi tok/step at small n (base / CLLM) |" if small else ""))
+        lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
+        for g, rs in more:
+            per = lambda k, f: sum(sum(r[k][f]) for r in rs) / max(1, sum(len(r[k][f]) for r in rs))
+            both = lambda f, fmt: f"{fmt(per('base', f))} / {fmt(per('cllm', f))}"
+            deg = lambda k: sum(bool(r[k].get("degenerate")) for r in rs)
+            tot = lambda k, f: sum(r[k][f] for r in rs)
+            line = (f"| {g} | {len(rs)} | {both('block_iterations', lambda v: f'{v:.2f}')} | "
+                    f"{both('fast_forwarded', lambda v: f'{v:.2f}')} | {both('stationary', lambda v: f'{v:.2f}')} | "
+                    f"{deg('base')} / {deg('cllm')} | {tot('base', 'ar_seconds'):.1f} / {tot('cllm', 'ar_seconds'):.1f} | "
+                    f"{tot('base', 'jacobi_seconds'):.1f} / {tot('cllm', 'jacobi_seconds'):.1f} |")
+            if small:
+                st = lambda k: sum(r[k]["jacobi_tokens_per_step_small"] * r[k]["jacobi_steps_small"] for r in rs) / max(1, sum(r[k]["jacobi_steps_small"] for r in rs))
+                line += f" {st('base'):.3f} / {st('cllm'):.3f} (n = {rs[0]['base']['n_small']}) |"
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ metrics file, and saving the result so ``decoding.model.load_model`` can load it
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
@@ -79,12 +80,58 @@ def _smooth(run: dict[str, float], row: dict) -> dict[str, float]:
     return run
 
 
+STATE_FILE = "train_state.pt"
+CHECKPOINT_DIR = "checkpoint"
+EVAL_AT = (0.1, 0.25, 0.5, 1.0)
+
+
+def eval_steps(total_steps: int, fractions=EVAL_AT) -> list[int]:
+    """The steps after which the learning curve is evaluated: each fraction of ``total_steps``."""
+    return sorted({min(total_steps, max(1, int(round(f * total_steps)))) for f in fractions if f > 0})
+
+
+def _state_path(out_dir: str) -> Path:
+    return Path(out_dir) / CHECKPOINT_DIR / STATE_FILE
+
+
+def _save_state(out_dir: str, state: dict) -> None:
+    """Write the training state atomically (a kill while writing leaves the previous one)."""
+    import torch
+
+    p = _state_path(out_dir)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, p)
+
+
+def load_state(out_dir: str) -> dict | None:
+    """The training state of ``out_dir``'s last checkpoint, or None."""
+    import torch
+
+    p = _state_path(out_dir)
+    return torch.load(p, weights_only=False) if p.is_file() else None
+
+
 def train(model, items: list[dict], out_dir: str | None = None, epochs: float = 1.0, lr: float = 2e-4,
           w_ar: float = 10.0, w_local: float = 0.0, seed: int = 0, grad_clip: float = 1.0, warmup: int = 10,
           save_every: int = 0, save: Callable[[str], None] | None = None, progress: bool = True,
-          max_seconds: float = 0.0, log: Callable[[dict], None] | None = None) -> list[dict]:
-    """Consistency training over ``items``; returns the metrics rows (also appended to
-    ``out_dir/metrics.jsonl``). ``save(path)`` writes a checkpoint every ``save_every`` steps."""
+          max_seconds: float = 0.0, log: Callable[[dict], None] | None = None, resume: bool = False,
+          evaluate: Callable[[Any], dict] | None = None, eval_at=EVAL_AT, max_steps: int = 0) -> list[dict]:
+    """Consistency training over ``items``; returns this run's metrics rows (also appended to
+    ``out_dir/metrics.jsonl``). ``save(path)`` writes a loadable checkpoint every ``save_every`` steps.
+
+    With ``out_dir``, the training state (trainable weights, optimizer and scheduler state, the RNG
+    states, the data order and position, the counters) goes to ``out_dir/checkpoint/train_state.pt``
+    every ``save_every`` steps, after each learning-curve evaluation, when ``max_seconds`` (or
+    ``max_steps``: steps of this run) cuts the run and at the end; ``resume=True`` continues from it (the metrics file is cut back to that
+    checkpoint), so runs cut by a time limit and resumed end with the same weights and metrics rows
+    as one uncut run (the rows' ``seconds`` count training time over all runs).
+
+    ``evaluate(model) -> dict``: the learning curve; called before the first step and after
+    ``eval_at`` fractions of the steps, each result written to the metrics file as
+    {"at_step", "fraction", **result} (``read_evals``). Its ``state`` attribute, if any, is kept in the
+    checkpoint (e.g. the base's answers it compares against)."""
     import torch
     from tqdm import tqdm
 
@@ -92,39 +139,107 @@ def train(model, items: list[dict], out_dir: str | None = None, epochs: float = 
     torch.manual_seed(seed)
     total_steps = max(1, int(round(epochs * len(items))))
     params, opt, sched = _optimizer(model, lr, warmup, total_steps)
+    config = {"items": len(items), "first_item": items[0].get("id"), "last_item": items[-1].get("id"),
+              "total_steps": total_steps, "lr": lr, "w_ar": w_ar, "w_local": w_local, "seed": seed,
+              "grad_clip": grad_clip, "warmup": warmup, "trainable": sum(p.numel() for p in params)}
+    named = {k: p for k, p in model.named_parameters() if p.requires_grad}
+    order: list[int] = []
+    run: dict[str, float] = {}
+    start, tokens, before = 0, 0, 0.0
+    state = load_state(out_dir) if (resume and out_dir) else None
+    if state is not None:
+        diff = {k: (state["config"].get(k), v) for k, v in config.items() if state["config"].get(k) != v}
+        if diff:
+            raise ConfigError("the checkpoint in " + out_dir + " was made with other settings: "
+                              + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
+        with torch.no_grad():
+            for k, v in state["params"].items():
+                named[k].copy_(v)
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        order, run = list(state["order"]), dict(state["run"])
+        start, tokens, before = state["step"], state["tokens"], state["seconds"]
+        if evaluate is not None and state.get("eval_state") is not None:
+            evaluate.state = state["eval_state"]
     metrics_f = None
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        metrics_f = open(Path(out_dir) / METRICS_FILE, "w", encoding="utf-8")
+        mp = Path(out_dir) / METRICS_FILE
+        if state is not None and mp.is_file():
+            with open(mp, "r+b") as f:  # drop the rows written after the checkpoint
+                f.truncate(state["metrics_bytes"])
+        metrics_f = open(mp, "a" if state is not None else "w", encoding="utf-8")
+    at = set(eval_steps(total_steps, eval_at)) if evaluate else set()
     rows: list[dict] = []
-    order: list[int] = []
-    run: dict[str, float] = {}
-    model.train()
     t0 = time.perf_counter()
-    tokens = 0
-    bar = tqdm(range(total_steps), desc="train", unit="step", file=sys.stderr, disable=not progress)
+    elapsed = lambda: before + time.perf_counter() - t0
+
+    def write(row: dict) -> None:
+        if metrics_f:
+            metrics_f.write(json.dumps(row) + "\n")
+            metrics_f.flush()
+
+    def run_eval(step: int) -> None:
+        model.eval()
+        res = evaluate(model)
+        model.train()
+        row = {"at_step": step, "fraction": round(step / total_steps, 4), **res}
+        write(row)
+        if log:
+            log(row)
+
+    def checkpoint(step: int, done: bool = False) -> None:
+        if not out_dir:
+            return
+        _save_state(out_dir, {
+            "step": step, "done": done, "config": config, "order": list(order), "rng": rng.getstate(),
+            "torch_rng": torch.get_rng_state(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+            "params": {k: p.detach().clone() for k, p in named.items()}, "seconds": elapsed(), "tokens": tokens,
+            "run": dict(run), "metrics_bytes": metrics_f.tell() if metrics_f else 0,
+            "eval_state": getattr(evaluate, "state", None)})
+
+    model.train()
+    bar = tqdm(range(start, total_steps), desc="train", unit="step", file=sys.stderr, disable=not progress,
+               initial=start, total=total_steps)
     try:
+        if evaluate and start == 0:
+            run_eval(0)
+        step = start - 1
         for step in bar:
             item = _next_item(items, order, rng)
             losses = _step(model, item, rng, opt, sched, params, w_ar, w_local, grad_clip)
             tokens += (len(item["prompt_ids"]) + len(item["fixed_point"])) * (3 if "local" in losses else 2)
             row = _metrics_row(step, len(items), losses, sched, t0, tokens)
+            row["seconds"] = round(elapsed(), 3)
             rows.append(row)
-            if metrics_f:
-                metrics_f.write(json.dumps(row) + "\n")
-                metrics_f.flush()
+            write(row)
             if log:
                 log(row)
             bar.set_postfix({k: f"{v:.3f}" for k, v in _smooth(run, row).items()})
-            if save and save_every and (step + 1) % save_every == 0 and step + 1 < total_steps:
-                save(str(Path(out_dir or ".") / "checkpoint"))
-            if max_seconds and time.perf_counter() - t0 > max_seconds:
+            last = step + 1 == total_steps
+            if step + 1 in at:
+                run_eval(step + 1)
+            if save and save_every and (step + 1) % save_every == 0 and not last:
+                save(str(Path(out_dir or ".") / CHECKPOINT_DIR))
+            cut = ((bool(max_seconds) and time.perf_counter() - t0 > max_seconds)
+                   or (bool(max_steps) and len(rows) >= max_steps)) and not last
+            if last or cut or step + 1 in at or (save_every and (step + 1) % save_every == 0):
+                checkpoint(step + 1, done=last)
+            if cut:
                 break
     finally:
+        bar.close()
         if metrics_f:
             metrics_f.close()
         model.eval()
     return rows
+
+
+def read_evals(path: str) -> list[dict]:
+    """The learning-curve rows of a metrics.jsonl (``train``'s ``evaluate`` results)."""
+    return [d for _, d in jsonl(path, strict=False) if isinstance(d, dict) and isinstance(d.get("at_step"), int)]
 
 
 def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | None = None) -> None:

@@ -38,7 +38,8 @@ def jsonl(path: str, strict: bool = True) -> Iterator[tuple[int, Any]]:
 
 
 def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list[dict[str, str]]:
-    """Rows {id, category, prompt} from Spec-Bench JSONL or plain {id, prompt} JSONL."""
+    """Rows {id, category, prompt} from Spec-Bench JSONL, plain {id, prompt} JSONL or GSM8K's
+    {question, answer} JSONL (the prompt is the question; the answer is ignored)."""
     if not os.path.isfile(path):
         raise UsageError(f"no prompts file at {path}")
     keep = {c for c in categories.split(",") if c}
@@ -50,8 +51,10 @@ def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list
             prompt, rid = d["turns"][0], d.get("question_id", d.get("id", ln))
         elif isinstance(d.get("prompt"), str):
             prompt, rid = d["prompt"], d.get("id", ln)
+        elif isinstance(d.get("question"), str):  # GSM8K rows {question, answer}: id = line number
+            prompt, rid = d["question"], d.get("id", ln)
         else:
-            raise UsageError(f"{path}:{ln} has neither turns[0] nor prompt")
+            raise UsageError(f"{path}:{ln} has neither turns[0], prompt nor question")
         cat = str(d.get("category", "all"))
         if keep and cat not in keep:
             continue

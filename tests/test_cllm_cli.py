@@ -15,6 +15,7 @@ import pytest
 import cllm
 import decoding.model
 from decoding import decode
+from decoding.analysis import jacobi_counts
 from decoding.trace import Trace
 from tiny import ByteTokenizer, generate_greedy, tiny_lm
 
@@ -75,6 +76,11 @@ def test_eval_writes_one_true_row_per_prompt(tmp_path, prompts, models, loads, c
             assert side["jacobi_steps"] == jc.n_steps and side["jacobi_tokens_per_step"] == pytest.approx(jc.tokens_per_step)
             assert side["ar_seconds"] > 0 and side["jacobi_seconds"] > 0
             assert side["speedup"] == pytest.approx(side["ar_seconds"] / side["jacobi_seconds"])
+            counts = jacobi_counts(decode(lm, ids, "jacobi", {"n": 6, "seed": 0}, 14))
+            assert side["block_iterations"] == [c["iterations"] for c in counts] and side["block_tokens"] == [c["tokens"] for c in counts]
+            assert side["fast_forwarded"] == [c["fast_forwarded"] for c in counts]
+            assert side["stationary"] == [c["stationary"] for c in counts]
+            assert side["degenerate"] == cllm.degenerate(answers[name])
         b, c = answers["base"], answers["cllm"]
         assert b != c  # two different models: the drift fields have something to count
         assert r["identical_share"] == pytest.approx(sum(x == y for x, y in zip(b, c)) / 14)
@@ -85,7 +91,10 @@ def test_eval_writes_one_true_row_per_prompt(tmp_path, prompts, models, loads, c
         assert r["base_nll_base"] < r["base_nll_cllm"]  # the base's greedy answer is its own likeliest path
     table = capsys.readouterr().out
     assert table.splitlines()[0].startswith("| split | prompts |")
-    assert table.splitlines()[2].startswith("| smoke | 2 |") and table.rstrip().endswith("yes |")
+    assert table.splitlines()[2].startswith("| smoke | 2 |") and table.splitlines()[2].endswith("yes |")
+    # the second table: per-block iterations, fast-forwarded, stationary, degenerate answers, wall times
+    assert table.splitlines()[4].startswith("| split | prompts | iterations per block (base / CLLM) |")
+    assert table.splitlines()[6].startswith("| smoke | 2 |") and len(table.splitlines()) == 7
     # the summary of the written file, without running a model, is the same table
     assert cllm.main(["eval", "--prompts", prompts, "--cllm", "my-cllm", "--results", str(out)]) == 0
     assert capsys.readouterr().out == table
