@@ -35,7 +35,7 @@ for label, info in agreements.items():
         continue
     t = traces[label]
     try:  # AR's logit gap at the divergence: one forward of the AR prefix, on the model these runs used
-        lm = ui.get_model(str(st.session_state.get("model_name", "")).strip())
+        lm = ui.loaded_model(str(st.session_state.get("model_name", "")).strip())
         if lm.model_id == t.model_id and str(lm.dtype) == t.dtype:
             info = compare_to_ar(lm, t.prompt_ids, t.output_ids, ar_trace.output_ids, t.dtype)
     except Exception:  # a saved trace of a model not loaded here: the position without the gap

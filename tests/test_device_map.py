@@ -76,3 +76,29 @@ def test_cli_passes_the_split_to_load_model(monkeypatch, tmp_path):
     assert cli.main(["generate", "--prompt", "hi there", "--method", "pld", "--max-new-tokens", "4", "--json",
                      "--device-map", str(dm), "--max-memory", "cpu=2GiB", "--offload-folder", str(tmp_path)]) == 0
     assert seen["device_map"] == str(dm) and seen["max_memory"] == "cpu=2GiB" and seen["offload_folder"] == str(tmp_path)
+
+
+def test_sidebar_split_options_reach_load_model(monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages.common import ui
+    from tiny import ByteTokenizer
+
+    seen = []
+    lm = tiny_lm("llama", 3)
+    lm.tokenizer = ByteTokenizer()
+
+    def fake(name, *split):
+        seen.append(split)
+        return lm
+    monkeypatch.setattr(ui, "get_model", fake)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120).run()
+    at.selectbox(key="example").select("Plain text (no chat)").run()
+    at.number_input(key="max_new_tokens").set_value(4).run()
+    at.text_input(key="device_map").set_value("auto").run()
+    at.text_input(key="max_memory").set_value("cpu=2GiB").run()
+    at.button(key="run_button").click().run()
+    assert not at.exception
+    assert ("auto", "cpu=2GiB", "") in seen

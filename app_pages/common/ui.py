@@ -137,6 +137,12 @@ def sidebar() -> bool:
         st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
                       help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
                            "cache, or a local model folder.")
+        with st.expander("Advanced: split the model (accelerate)"):
+            st.text_input("Device map", key="device_map", placeholder="whole model on one device",
+                          help="auto, balanced, sequential, or a JSON {module: device} (0, cuda:1, cpu, disk): "
+                               "layers over several GPUs, the CPU and disk. Same tokens as unsplit.")
+            st.text_input("Max memory", key="max_memory", placeholder="0=70GiB,1=70GiB,cpu=200GiB")
+            st.text_input("Offload folder", key="offload_folder", help="where layers mapped to disk are kept")
         c1, c2 = st.columns(2)
         run = c1.button("Run", type="primary", key="run_button", width="stretch")
         c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
@@ -244,11 +250,24 @@ def shared_param_widgets() -> None:
 
 # ---- the model and runs ----------------------------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=2)
-def get_model(name: str):
-    """One LoadedModel per name per process, shared by all sessions (read-only: weights only)."""
+def get_model(name: str, device_map: str = "", max_memory: str = "", offload_folder: str = ""):
+    """One LoadedModel per name (and split) per process, shared by all sessions (read-only: weights only)."""
     from decoding.model import load_model
 
-    return load_model(name or None)
+    split = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder} if device_map else {}
+    return load_model(name or None, **split)
+
+
+def model_split() -> tuple[str, str, str]:
+    """The model field's advanced options: device map, max memory, offload folder (accelerate)."""
+    ss = st.session_state
+    return tuple(str(ss.get(k, "") or "").strip() for k in ("device_map", "max_memory", "offload_folder"))
+
+
+def loaded_model(name: str):
+    """get_model with the sidebar's split, if one is set (plain get_model(name) otherwise)."""
+    split = model_split()
+    return get_model(name, *split) if split[0] else get_model(name)
 
 
 @st.cache_resource(show_spinner=False)
@@ -299,7 +318,7 @@ def run_methods(methods: list[str]) -> None:
     name = str(ss.model_name).strip()
     try:
         with st.spinner(f"Loading {name or 'the bundled model'} (once per server)…"):
-            lm = get_model(name)
+            lm = loaded_model(name)
         ids = lm.encode(ss.prompt, chat=bool(ss.chat))
     except (ModelError, ValueError) as e:
         st.error(f"Cannot run: {e}")
@@ -436,7 +455,7 @@ def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
 
     name = str(st.session_state.model_name).strip()
     with st.spinner(f"Loading {name or 'the bundled model'}…"):
-        lm = get_model(name)
+        lm = loaded_model(name)
     if (lm.model_id, str(lm.device), str(lm.dtype)) != tuple(expected):
         st.warning(f"The sidebar's model is {esc(lm.model_id)} on {esc(lm.device)}; this trace was made with "
                    f"{esc(made_with)}. Measuring the sidebar's model.")
