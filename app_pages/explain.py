@@ -10,6 +10,7 @@ import streamlit as st
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
 from app_pages.common import ui
+from decoding.perf.shipped import prediction_lines, shipped_curves
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
 
@@ -76,6 +77,8 @@ with left:
     ui.chart(explain.account_figure, acc, key="explain_account")
 with right:
     st.dataframe(acc.rows(), hide_index=True)
+for line in prediction_lines(t, shipped_curves(ui.ASSETS)):  # GPU curves shipped by scripts/gpu_check (none yet)
+    st.info(line)
 
 st.subheader("What a step costs here")
 ui.chart(explain.cost_curve_figure, curve, [s.fed for s in t.steps], f"{METHOD_NAMES[t.method]} steps", key="explain_curve")
