@@ -193,7 +193,10 @@ class Run:
         verdict, argmax = self._verify(prop, logits)  # 3
         committed = self._commit(verdict.tokens)  # 4
         keep_fed(self.cache, past, verdict.keep)
-        rec = method.update(self, prop, verdict, argmax, committed)  # 5
+        extra = {}
+        if self.spec.topk_param:  # the method learns from each row's top-k (Token Recycling's matrix)
+            extra["topk"] = logits.topk(min(self.params[self.spec.topk_param], logits.shape[-1]), -1).indices.tolist()
+        rec = method.update(self, prop, verdict, argmax, committed, **extra)  # 5
         step = Step(index=len(self.trace.steps), fed=1 + len(prop.tokens), tokens=committed, seconds=0.0,
                     forward_seconds=forward_s, origins=verdict.origins[:len(committed)])
         if self.record:

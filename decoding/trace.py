@@ -87,6 +87,27 @@ class PldRecord:
 
 
 @dataclass
+class RecyclingRecord:
+    """One Token Recycling step (decoding/methods/recycling.py).
+
+    The draft tree as fed: ``tokens[i]`` with parent ``parents[i]`` (an index into ``tokens``, -1:
+    the current token), read from column ``cols[i]`` of its parent's matrix row (0: the parent's
+    top-1 successor). ``path``: the tree nodes (indices into ``tokens``) of the accepted branch,
+    root first (empty: nothing matched). ``written``: the matrix rows this step's forward changed,
+    each ``[token, successor 1, .., successor k]`` (the new top-k after that token, in the context
+    it was fed in); ``n_written``: how many rows it wrote in all (unchanged ones included).
+    The rows read are the parents' rows: a node's token is ``row(parent)[col]``.
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    cols: list[int]
+    path: list[int]
+    written: list[list[int]]
+    n_written: int
+
+
+@dataclass
 class SampleRecord:
     """Sampling verification of one step (temperature > 0): one entry per output position it decided.
 
@@ -140,6 +161,7 @@ class Step:
     jacobi: JacobiRecord | None = None
     lookahead: LookaheadRecord | None = None
     pld: PldRecord | None = None
+    recycling: RecyclingRecord | None = None
     sampling: SampleRecord | None = None  # only when the run sampled (temperature > 0)
     # where each committed token came from (decoding.verify.ORIGINS), decided by the verifier:
     # accepted guesses first, the model's own token ("step") last
@@ -218,6 +240,10 @@ class Trace:
                     ids.update(g)
             if s.pld:
                 ids.update(s.pld.draft)
+            if s.recycling:
+                ids.update(s.recycling.tokens)
+                for r in s.recycling.written:
+                    ids.update(r)
             if s.sampling:
                 ids.update(s.sampling.final)
                 ids.update(t[1] for pos in s.sampling.tried for t in pos)
@@ -335,6 +361,20 @@ def _budget_record(r: Any, w: str) -> BudgetRecord:
     return BudgetRecord(**{k: r[k] for k in _names(BudgetRecord)})
 
 
+def _recycling_record(r: Any, w: str) -> RecyclingRecord:
+    _obj(r, w, _names(RecyclingRecord))
+    tokens, parents, cols = (_ints(r[k], f"{w}.{k}") for k in ("tokens", "parents", "cols"))
+    _check(len(tokens) == len(parents) == len(cols), f"{w}: one parent and column per tree node")
+    _check(all(-1 <= p < i for i, p in enumerate(parents)), f"{w}.parents: each node's parent comes before it")
+    path = _ints(r["path"], f"{w}.path")
+    _check(all(0 <= i < len(tokens) for i in path) and all(
+        parents[b] == a for a, b in zip([-1] + path, path)), f"{w}.path must be a branch of the tree from its root")
+    written = _int_rows(r["written"], f"{w}.written")
+    _check(all(len(row) >= 1 for row in written), f"{w}.written rows start with their token")
+    _check(type(r["n_written"]) is int and r["n_written"] >= len(written), f"{w}.n_written must count the rows written")
+    return RecyclingRecord(tokens, parents, cols, path, written, r["n_written"])
+
+
 def _trace_from_dict(d: Any) -> Trace:
     _check(isinstance(d, dict), "a trace must be a JSON object")
     version = d.get("version")
@@ -383,6 +423,8 @@ def _trace_from_dict(d: Any) -> Trace:
             p = _obj(s["pld"], f"{w}.pld", _names(PldRecord))
             _ints(p["draft"], f"{w}.pld.draft")
             step.pld = PldRecord(**{k: p[k] for k in _names(PldRecord)})
+        if s.get("recycling") is not None:
+            step.recycling = _recycling_record(s["recycling"], f"{w}.recycling")
         if s.get("sampling") is not None:
             step.sampling = _sample_record(s["sampling"], f"{w}.sampling")
         if s.get("budget") is not None:

@@ -35,6 +35,7 @@ ORIGINS = {
     "prompt_pool": "lookahead pool n-gram seeded from the prompt",
     "output_pool": "lookahead pool n-gram harvested from committed output",
     "pld": "prompt-lookup draft copied from prompt or output",
+    "recycled": "Token Recycling: a successor from the adjacency matrix of earlier forwards' top-k predictions",
 }
 
 

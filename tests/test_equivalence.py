@@ -26,6 +26,10 @@ SETTINGS = [
     ("pld", {"k": 3, "max_ngram": 1}),
     ("lookahead", {"W": 5, "N": 4, "G": 5, "budget": "auto"}),  # cost-aware: this machine's costs
     ("pld", {"budget": "auto"}),
+    ("tr", {}),  # Token Recycling: the paper-sized static tree (78 nodes)
+    ("tr", {"successors": 2, "depth": 3, "branch": 2, "width": 3, "seed_prompt": False}),
+    ("tr", {"successors": 1, "depth": 16, "branch": 1, "width": 1}),  # one chain: a causal sequence, no tree mask
+    ("tr", {"budget": "auto"}),
 ]
 MODELS = [("llama", 0), ("llama", 1), ("qwen2", 0), ("qwen2", 1)]
 

@@ -56,6 +56,7 @@ PROVENANCE: dict[str, tuple[str, str]] = {
     "prompt_pool": (SKY, "lookahead pool (prompt n-gram)"),
     "output_pool": (PURPLE, "lookahead pool (output n-gram)"),
     "pld": (VERMILLION, "prompt-lookup draft"),
+    "recycled": (YELLOW, "Token Recycling: a successor from the matrix"),
 }
 
 # Each method's display name and colour, from the method registry (decoding/methods/)

@@ -4,6 +4,7 @@
     decoding/methods/jacobi.py     Jacobi decoding (CLLM's block mode)
     decoding/methods/lookahead.py  lookahead decoding (+ lookahead_pool.py, lookahead_mask.py)
     decoding/methods/pld.py        prompt lookup
+    decoding/methods/recycling.py  Token Recycling (adjacency matrix of top-k successors, draft tree)
 
 Each file ends with a ``SPEC`` (decoding.methods.spec.MethodSpec): the class, display name, colour,
 parameters with defaults, bounds and help, whether it samples, and its tuning grid. The CLI flags,
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ar, jacobi, lookahead, pld
+from . import ar, jacobi, lookahead, pld, recycling
 from .spec import ConfigError, MethodSpec, Param
 
-REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC)}
+REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC, recycling.SPEC)}
 METHODS: tuple[str, ...] = tuple(REGISTRY)
 SAMPLING_METHODS: tuple[str, ...] = tuple(m for m, s in REGISTRY.items() if s.samples)
 # The `sampling` params group: accepted by the methods whose sampling is exact. temperature 0 means

@@ -72,6 +72,9 @@ class MethodSpec:
     summary: str = ""  # one line: what it guesses
     origins: dict[str, str] = field(default_factory=dict)  # origin id -> sentence, for its guessed tokens
     grid: tuple[dict[str, Any], ...] = ()  # the settings `python -m decoding tune` tries
+    # the parameter whose value k asks the loop for each step's top-k token ids per logits row,
+    # handed to update() as ``topk=`` ("" for none: update gets the argmax only)
+    topk_param: str = ""
 
     @property
     def defaults(self) -> dict[str, Any]:

@@ -1,0 +1,155 @@
+"""Token Recycling (Luo et al., "Turning Trash into Treasure: Accelerating Inference of Large
+Language Models with Token Recycling", ACL 2025).
+
+An adjacency matrix keeps, for every token, the top-k tokens the model predicted after it the last
+time that token was fed (k columns, best first; a row per token id, filled as tokens are seen).
+Each step builds a draft tree from the current token by a breadth-first walk over the matrix with
+a static shape, feeds the whole tree in one forward with a tree attention mask (decoding/methods/
+tree.py), and the shared verifier accepts the longest branch that matches (greedy) or is accepted
+by speculative sampling. Then every fed token's row is overwritten with the top-k of its own
+logits in that forward: the predictions of rejected branches ("trash") become next steps' drafts.
+
+The static tree: level d holds at most ``width`` nodes; the nodes of level d-1, best first (by
+their parent's rank, then their column), take ``max(0, branch - rank)`` children each from their
+rows, up to ``depth`` levels. depth 6, branch 8, width 14 gives at most 8 + 5 x 14 = 78 nodes,
+about the paper's 80-node tree (skewed to the best branches like it).
+
+Initialisation: the paper keeps the matrix across queries ("hot start"); a run here starts from
+an empty matrix (a token with no row has no successors: no draft until rows fill), optionally
+seeded with the prompt's bigrams (``seed_prompt``: each prompt token's row holds the tokens that
+followed it in the prompt, latest first). The prefill's forward keeps only its last logits row, so
+the prompt's top-k predictions are not used.
+
+With ``budget="auto"`` the same walk gives the tree (as an upper bound) and each step feeds the
+part of it that pays on this hardware (decoding/budget.py), acceptance learnt per matrix column.
+"""
+
+from __future__ import annotations
+
+from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..trace import BudgetRecord, RecyclingRecord
+from ..verify import Proposal
+from .base import Method
+from .spec import MethodSpec, Param
+from .tree import fed_tree, to_mask, tree_attention
+
+
+def static_shape(depth: int, branch: int, width: int, k: int) -> list[list[int]]:
+    """Children per node of each level for full rows: ``shape[d][rank]`` (the paper's static tree)."""
+    shape, n = [], 1
+    for _ in range(depth):
+        kids, total = [], 0
+        for rank in range(n):
+            c = max(0, min(branch - rank, k, width - total))
+            kids.append(c)
+            total += c
+        shape.append(kids)
+        n = total
+        if not n:
+            break
+    return shape
+
+
+def walk(matrix: dict[int, list[int]], cur: int, depth: int, branch: int, width: int) -> DraftTree:
+    """The draft tree: a breadth-first walk from ``cur`` over the matrix rows. Node tags are
+    (column in the parent's row); sources name the column ("top1", "top2", ...)."""
+    tree = DraftTree()
+    frontier: list[tuple[int, list[int]]] = [(cur, [])]  # (token, path of tokens from the root)
+    for _ in range(depth):
+        nxt: list[tuple[int, list[int]]] = []
+        for rank, (tok, path) in enumerate(frontier):
+            row = matrix.get(tok, [])
+            for col in range(max(0, min(branch - rank, len(row), width - len(nxt)))):
+                tree.add(path + [row[col]], f"top{col + 1}", col)
+                nxt.append((row[col], path + [row[col]]))
+        if not nxt:
+            break
+        frontier = nxt
+    return tree
+
+
+def prompt_rows(prompt: list[int], k: int) -> dict[int, list[int]]:
+    """Each prompt token's row: the distinct tokens that followed it in the prompt, latest first."""
+    rows: dict[int, list[int]] = {}
+    for a, b in zip(prompt, prompt[1:]):
+        row = [b] + [t for t in rows.get(a, []) if t != b]
+        rows[a] = row[:k]
+    return rows
+
+
+class TokenRecycling(Method):
+    def __init__(self, run, params):
+        super().__init__(run, params)
+        self.k = params["successors"]
+        self.matrix: dict[int, list[int]] = prompt_rows(run.prompt_ids, self.k) if params["seed_prompt"] else {}
+        self.auto = params["budget"] == "auto"
+        self.acc = Acceptance({f"top{c + 1}": 0.5 / (c + 1) for c in range(self.k)}, deep=0.5)
+
+    def propose(self, run) -> Proposal:
+        room = run.max_new_tokens - len(run.output)  # accepted draft tokens + the model's token
+        depth = min(self.p["depth"], room - 1)
+        tree = walk(self.matrix, run.cur, depth, self.p["branch"], self.p["width"]) if depth > 0 else DraftTree()
+        chosen, budget = list(range(len(tree.nodes))), None
+        if self.auto:
+            choice = self._choice(run, tree)
+            chosen = choice.nodes
+            budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, False,
+                                  choice.options, self.acc.snapshot(), round(run.costs.excess(), 3))
+        tokens, parents, depths, chains = fed_tree(tree, chosen, 1, lambda s: "recycled")
+        mask = offsets = None
+        if any(p != i - 1 for i, p in enumerate(parents)):  # branches: a tree mask (one path is causal)
+            allowed, offs = tree_attention([[True]], [0], parents, depths)
+            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
+        info = {"tree": tree, "chosen": chosen, "parents": parents, "cur": run.cur}
+        return Proposal(tokens, chains, offsets, mask, None, info, budget)
+
+    def _choice(self, run, tree: DraftTree) -> Choice:
+        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
+            return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
+        return choose(tree, self.acc, run.costs, 1)
+
+    def update(self, run, proposal, verdict, argmax, committed, topk=None):
+        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
+        leaves = paths(tree, chosen)
+        a = len(verdict.tokens) - 1  # accepted guesses
+        accepted = leaves[verdict.chosen][:a] if verdict.chosen >= 0 else []
+        if self.auto:
+            observe_tree(tree, chosen, accepted, self.acc)
+        pos = {node: i for i, node in enumerate(chosen)}
+        path = [pos[n] for n in accepted]
+        written, n = self._write([proposal.info["cur"]] + list(proposal.tokens), path, topk)
+        return RecyclingRecord(list(proposal.tokens), list(proposal.info["parents"]),
+                               [tree.nodes[i].tag for i in chosen], path, written, n)
+
+    def _write(self, fed: list[int], path: list[int], topk: list[list[int]]) -> tuple[list[list[int]], int]:
+        """Overwrite the row of every fed token (``fed[r]`` on logits row r) with the top-k of its
+        logits; rejected nodes first, then the current token and the accepted branch (their context
+        is the true one, so they win when a token was fed twice). Returns (the rows that changed,
+        as [token, *row], and how many rows were written)."""
+        before = {t: self.matrix.get(t) for t in fed}
+        on_path = [0] + [i + 1 for i in path]
+        for r in [r for r in range(len(fed)) if r not in set(on_path)] + on_path:
+            self.matrix[fed[r]] = list(topk[r])
+        changed = [[t, *self.matrix[t]] for t in before if self.matrix[t] != before[t]]
+        return changed, len(fed)
+
+
+SPEC = MethodSpec(
+    name="tr", label="Token Recycling", colour="#CC79A7", cls=TokenRecycling, samples=True, record="recycling",
+    summary="a draft tree walked over the top-k successors the model predicted after each token in earlier forwards",
+    origins={"recycled": "a successor from the adjacency matrix"},
+    params=(
+        Param("successors", 8, "top-k successors kept per token (the matrix's columns, the paper's k)", 1, 32,
+              label="k (successors per token)"),
+        Param("depth", 6, "levels of the draft tree", 1, 16, label="tree depth", tuned=True),
+        Param("branch", 8, "children of a level's best node (the next best get one fewer each)", 1, 32,
+              label="branching", tuned=True),
+        Param("width", 14, "max nodes per tree level", 1, 64, label="max nodes per level", tuned=True),
+        Param("seed_prompt", True, "seed the matrix with the prompt's bigrams", cli="--no-seed-prompt",
+              label="Seed the matrix with the prompt's bigrams"),
+        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
+    ),
+    grid=({"depth": 6, "branch": 8, "width": 14}, {"depth": 4, "branch": 4, "width": 8},
+          {"depth": 8, "branch": 8, "width": 10}, {"depth": 3, "branch": 2, "width": 4}),
+    topk_param="successors",
+)
