@@ -264,8 +264,12 @@ def _whole_run(c: _LookaheadCtx) -> LectureStep:
     return LectureStep(
         "The whole run",
         f"{len(t.output_ids)} tokens in {t.n_steps} forward passes: <b>{t.tokens_per_step:.2f} tokens per "
-        f"step</b>; {big} step{'s' if big != 1 else ''} committed more than one token. The output is exactly greedy "
-        f"AR's. Each step fed {min(fed)}–{max(fed)} tokens, though (the current token, the window and the "
+        f"step</b>; {big} step{'s' if big != 1 else ''} committed more than one token. "
+        + ("In float32 the output is greedy AR's token for token (the tests check it; run AR for this prompt on "
+           "the Compare page to see it here). " if str(t.dtype) == "float32" else
+           f"In {t.dtype} the output can leave greedy AR's at a near-tie of its top two tokens: the Compare page "
+           "says how far it matches an AR run. ")
+        + f"Each step fed {min(fed)}–{max(fed)} tokens, though (the current token, the window and the "
         f"candidates): the Explain page weighs that against what such a forward costs on this hardware.",
         "lookahead", str(last), [(1, len(t.steps[last].tokens), g.committed, g.committed)], "committed")
 
