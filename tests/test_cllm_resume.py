@@ -211,3 +211,39 @@ def test_degenerate_answers():
     assert not cllm.degenerate([1, 2, 1, 2] + list(range(10, 30)))  # two repeats of a bigram are not a loop
     assert not cllm.degenerate(list(range(10)) + [0] * 9)  # 9 of 19 tokens: not more than half
     assert cllm.repeated_share([]) == 0.0 and not cllm.degenerate([])
+
+
+def test_cli_train_cut_by_max_minutes_and_resumed(monkeypatch, tmp_path, gsm, capsys):
+    """`python -m cllm train --max-minutes ... --resume` run again until it finishes == one uncut run,
+    with the learning curve on held-out prompts in its metrics file."""
+    from tiny import ByteTokenizer
+
+    base = tiny_lm("llama", 0)
+    base.tokenizer = ByteTokenizer()
+    data = tmp_path / "d.jsonl"
+    cllm.collect(base, read_prompts(gsm)[:2], str(data), n=6, max_new_tokens=12, progress=False)
+    n_items = len(data.read_text().splitlines())
+
+    def load(*a, **k):  # a fresh copy per process, as load_model gives
+        lm = copy.copy(base)
+        lm.model = copy.deepcopy(base.model)
+        return lm
+    monkeypatch.setattr(decoding.model, "load_model", load)
+    args = ["train", "--data", str(data), "--lora-r", "4", "--lr", "3e-3", "--eval-prompts", gsm,
+            "--eval-per-category", "2", "--eval-n", "6", "--eval-max-new-tokens", "8", "--save-every", "0"]
+    torch.manual_seed(0)
+    assert cllm.main(args + ["--out", str(tmp_path / "uncut")]) == 0
+    runs = 0
+    while runs < 2 * n_items:
+        torch.manual_seed(0)  # the LoRA initialisation of a new process (overwritten by the checkpoint)
+        assert cllm.main(args + ["--out", str(tmp_path / "cut"), "--max-minutes", "1e-9", "--resume"]) == 0
+        runs += 1
+        if "cut by --max-minutes" not in capsys.readouterr().err:
+            break
+    assert runs == n_items  # one step per run
+    meta = json.loads((tmp_path / "cut" / cllm.META_FILE).read_text())
+    assert meta["finished"] and meta["steps"] == meta["total_steps"] == n_items and meta["eval_prompts"]["ids"] == ["1", "2"]
+    assert _rows(tmp_path / "cut") == _rows(tmp_path / "uncut")
+    assert [e["at_step"] for e in _rows(tmp_path / "cut")[1]] == [0] + cllm.eval_steps(n_items)
+    a, b = cllm.load_state(str(tmp_path / "cut"))["params"], cllm.load_state(str(tmp_path / "uncut"))["params"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
