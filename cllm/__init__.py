@@ -13,11 +13,11 @@ uses the decoding core only through ``decoding.decode`` / ``ConfigError``, ``dec
 
 from .cli import main
 from .data import ITEM_KEYS, check_item, collect, items_from_trace, read_items, select, trajectories
-from .evaluate import CurveEval, answer_nll, compare, degenerate, drift, evaluate, pair, repeated_share, report
+from .evaluate import CurveEval, answer_nll, compare, degenerate, drift, evaluate, pair, pair_table, repeated_share, report
 from .losses import block_logits, consistency_loss, first_wrong, item_losses, kl_from, mean_losses
 from .train import META_FILE, METRICS_FILE, add_lora, eval_steps, load_state, read_evals, read_metrics, save_model, train
 
-__all__ = ["CurveEval", "degenerate", "drift", "eval_steps", "load_state", "read_evals", "repeated_share", "ITEM_KEYS", "META_FILE", "METRICS_FILE", "add_lora", "answer_nll", "block_logits", "check_item", "collect",
+__all__ = ["pair_table", "CurveEval", "degenerate", "drift", "eval_steps", "load_state", "read_evals", "repeated_share", "ITEM_KEYS", "META_FILE", "METRICS_FILE", "add_lora", "answer_nll", "block_logits", "check_item", "collect",
            "compare", "consistency_loss", "evaluate", "first_wrong", "item_losses", "items_from_trace", "kl_from",
            "main", "mean_losses", "pair", "read_items", "read_metrics", "report", "save_model", "select", "train",
            "trajectories"]

@@ -81,6 +81,9 @@ def build_parser() -> Parser:
     _model_args(q)
     q.add_argument("--cllm", required=True, help="CLLM folder (LoRA adapter or full model)")
     q.add_argument("--out-dir", required=True, help="writes base_jacobi.json and cllm_jacobi.json here")
+    q.add_argument("--results", default="", help="comma list of `eval --out` files: pick the prompt by the page's "
+                   "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
+                   "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
     return p
 
 
@@ -183,12 +186,7 @@ def cmd_eval(a) -> int:
     from decoding.model import load_model
 
     if a.results:
-        res = []
-        for p in a.results.split(","):
-            if not os.path.isfile(p):
-                raise UsageError(f"no results file at {p}")
-            res += [json.loads(l) for l in open(p, encoding="utf-8") if l.strip()]
-        print(report(res))
+        print(report(_results(a.results)))
         return 0
     rows = _rows(a)
     for r in rows:
@@ -206,10 +204,33 @@ def cmd_eval(a) -> int:
     return 0
 
 
+def _results(spec: str) -> list[dict]:
+    res = []
+    for p in spec.split(","):
+        if not os.path.isfile(p):
+            raise UsageError(f"no results file at {p}")
+        res += [json.loads(l) for l in open(p, encoding="utf-8") if l.strip()]
+    return res
+
+
 def cmd_pair(a) -> int:
-    r = _rows(a)[0]
+    rows = _rows(a)
+    r = rows[0]
     if not os.path.isdir(a.out_dir):
         raise UsageError(f"no folder {a.out_dir}")
+    if a.results:
+        from .evaluate import pair_table
+
+        table = pair_table(_results(a.results))
+        by = {x["id"]: x for x in rows}
+        if str(table["chosen"]) not in by:
+            raise UsageError(f"prompt {table['chosen']} (chosen from the results) is not among the selected prompts")
+        r = by[str(table["chosen"])]
+        table["prompts_file"] = os.path.basename(a.prompts)
+        table["texts"] = {t["id"]: by[t["id"]]["prompt"] for t in table["prompts"] if t["id"] in by}
+        with open(os.path.join(a.out_dir, "pairs.json"), "w", encoding="utf-8") as f:
+            json.dump(table, f, indent=1)
+        _say(f"pair: prompt {r['id']} by the rule: {table['rule']}")
     _threads()
     pair(r, {"base": a.model, "cllm": a.cllm}, a.out_dir, a.n, a.max_new_tokens, a.chat, a.seed, a.device, a.dtype, _say)
     return 0

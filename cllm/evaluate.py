@@ -236,3 +236,36 @@ def pair(r: dict, models: dict[str, str | None], out_dir: str, n: int, max_new_t
         say(f"{name}: prompt {r['id']} ({r['category']}), {len(tr.output_ids)} tokens in {tr.n_steps} steps, "
             f"{tr.tokens_per_step:.2f} tokens/step -> {paths[name]}")
     return paths
+
+
+PAIR_KEEP = 0.8
+PAIR_RULE = ("the held-out prompt with the median Jacobi tokens/step gain (CLLM / base) among those whose "
+             "CLLM answer keeps at least {keep:.0%} of the base's tokens and is not degenerate")
+
+
+def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
+    """The CLLM page's choice of pair from ``eval`` rows, by a stated rule: among the prompts whose
+    CLLM answer keeps >= ``keep`` of the base's tokens (identical_share) and is not degenerate, the
+    one with the median tokens/step gain (the lower middle of an even count: a real prompt). If none
+    qualifies, the median over all prompts, and the rule says so. Returns {rule, chosen, qualified,
+    prompts: [{id, category, split, base/cllm tokens/step and steps, gain, identical_share,
+    degenerate}]} (every prompt, for a list to pick from)."""
+    table = []
+    for r in results:
+        b, c = r["base"]["jacobi_tokens_per_step"], r["cllm"]["jacobi_tokens_per_step"]
+        table.append({"id": r["id"], "category": r["category"], "split": r.get("split", ""),
+                      "base_tokens_per_step": b, "cllm_tokens_per_step": c,
+                      "base_steps": r["base"]["jacobi_steps"], "cllm_steps": r["cllm"]["jacobi_steps"],
+                      "gain": round(c / b, 4) if b else 0.0, "identical_share": r["identical_share"],
+                      "degenerate": bool(r["cllm"].get("degenerate", False))})
+    if not table:
+        raise ValueError("no results to choose a pair from")
+    ok = [t for t in table if t["identical_share"] >= keep and not t["degenerate"]]
+    rule = PAIR_RULE.format(keep=keep)
+    if not ok:
+        ok, rule = table, rule + f" (no prompt qualified: the median over all {len(table)} prompts)"
+    ranked = sorted(ok, key=lambda t: (t["gain"], str(t["id"])))
+    chosen = ranked[(len(ranked) - 1) // 2]
+    return {"rule": rule, "keep": keep, "chosen": chosen["id"], "qualified": len(ok) if ok is not table else 0,
+            "prompts": table}
+

@@ -142,3 +142,34 @@ def test_python_dash_m_cllm_summarises_results(tmp_path):
     assert p.stdout.splitlines()[2].startswith(f"| s | 1 | 1.500 | 3.000 | 2.00x | 1.20x | 1.20x | 100.0% | {math.e:.2f} |")
     p = subprocess.run([sys.executable, "-m", "cllm", "bogus"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 2 and p.stderr.startswith("error: ") and "python -m cllm" not in p.stdout
+
+
+def _res(i, cat, b, c, same, deg=False):
+    side = lambda tps, d: {"jacobi_tokens_per_step": tps, "jacobi_steps": 10, "degenerate": d}
+    return {"id": i, "category": cat, "split": "s", "base": side(b, False), "cllm": side(c, deg), "identical_share": same}
+
+
+def test_pair_table_rule():
+    rows = [_res("a", "m", 1.0, 3.0, 0.9, deg=True), _res("b", "m", 1.0, 1.2, 0.85), _res("c", "m", 1.0, 1.5, 1.0),
+            _res("d", "m", 1.0, 2.0, 0.8), _res("e", "m", 1.0, 2.5, 0.5)]
+    t = cllm.pair_table(rows)
+    # qualified: b (1.2x), c (1.5x), d (2.0x); a is degenerate, e keeps too little: the median is c
+    assert t["chosen"] == "c" and t["qualified"] == 3 and "median" in t["rule"] and "80%" in t["rule"]
+    assert [p["id"] for p in t["prompts"]] == list("abcde") and t["prompts"][0]["gain"] == 3.0
+    t = cllm.pair_table([_res("x", "m", 1.0, 1.1, 0.1), _res("y", "m", 1.0, 1.3, 0.2)])
+    assert t["chosen"] == "x" and t["qualified"] == 0 and "no prompt qualified" in t["rule"]  # lower middle
+
+
+def test_pair_from_results_picks_by_the_rule(tmp_path, prompts, models, loads):
+    res = tmp_path / "r.jsonl"
+    res.write_text("".join(json.dumps(r) + "\n" for r in [
+        _res("0", "math", 1.0, 1.1, 0.9), _res("1", "math", 1.0, 1.4, 0.95), _res("2", "qa", 1.0, 1.9, 0.9)]))
+    out = tmp_path / "o"
+    out.mkdir()
+    assert cllm.main(["pair", "--prompts", prompts, "--cllm", "my-cllm", "--n", "5", "--max-new-tokens", "8",
+                      "--results", str(res), "--out-dir", str(out)]) == 0
+    t = json.loads((out / "pairs.json").read_text())
+    assert t["chosen"] == "1" and t["texts"]["1"] == PROMPTS[1][2] and len(t["prompts"]) == 3
+    assert Trace.load(str(out / "base_jacobi.json")).prompt_text == PROMPTS[1][2]
+    res.write_text(json.dumps(_res("9", "math", 1.0, 1.1, 0.9)) + "\n")
+    assert cllm.main(["pair", "--prompts", prompts, "--cllm", "x", "--results", str(res), "--out-dir", str(out)]) == 2
