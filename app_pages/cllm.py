@@ -45,6 +45,39 @@ st.caption(f"Showing: {style.esc(source)} · base: {style.esc(base.model_id)} ·
            f"Jacobi n = {style.esc(str(base.params.get('n')))}")
 st.caption(f"Prompt{' (chat)' if base.chat else ''}: {style.esc(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
 
+
+def pairs_table() -> dict:
+    """assets/cllm/pairs.json (``python -m cllm pair --results``): the rule that chose the shipped
+    pair and every evaluated prompt's figures; {} if absent or unreadable."""
+    try:
+        t = json.loads((ui.CLLM_ASSETS / "pairs.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return t if isinstance(t, dict) and isinstance(t.get("prompts"), list) else {}
+
+
+def _use_prompt(text: str, chat: bool) -> None:  # a button callback: runs before the sidebar's widgets
+    st.session_state.prompt = text
+    st.session_state.chat = chat
+
+
+table = pairs_table()
+if table:
+    st.caption(f"Why this prompt: {style.esc(str(table.get('rule', '')))} (prompt {style.esc(str(table.get('chosen')))}).")
+    with st.expander(f"Every prompt of the evaluation set ({len(table['prompts'])})"):
+        st.dataframe([{k: p.get(k) for k in ("id", "category", "base_tokens_per_step", "cllm_tokens_per_step", "gain",
+                                             "identical_share", "degenerate")} for p in table["prompts"]], hide_index=True)
+        texts = table.get("texts", {})
+        picked = ui.pick("Prompt", {f"{p['id']} ({p['category']}): {p['gain']:.2f}x": p for p in table["prompts"]},
+                         key="cllm_pick")
+        st.markdown(f"Base {picked['base_tokens_per_step']:.2f} → CLLM {picked['cllm_tokens_per_step']:.2f} tokens/step "
+                    f"({picked['base_steps']} → {picked['cllm_steps']} steps), {picked['identical_share']:.0%} of the "
+                    f"base's tokens kept{', degenerate answer' if picked['degenerate'] else ''}.")
+        if picked["id"] in texts:
+            st.text(texts[picked["id"]])
+            st.button("Use this prompt in the sidebar (then decode it above)", key="cllm_use",
+                      on_click=_use_prompt, args=(texts[picked["id"]], bool(table.get("chat"))))
+
 rows = vc.summary_rows(base, cllm)
 c1, c2, c3 = st.columns(3)
 ratio = rows[1]["tokens/step"] / rows[0]["tokens/step"] if rows[0]["tokens/step"] else 0.0

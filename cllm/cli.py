@@ -226,7 +226,8 @@ def cmd_pair(a) -> int:
         if str(table["chosen"]) not in by:
             raise UsageError(f"prompt {table['chosen']} (chosen from the results) is not among the selected prompts")
         r = by[str(table["chosen"])]
-        table["prompts_file"] = os.path.basename(a.prompts)
+        table.update({"prompts_file": os.path.basename(a.prompts), "chat": a.chat, "n": a.n,
+                      "max_new_tokens": a.max_new_tokens})
         table["texts"] = {t["id"]: by[t["id"]]["prompt"] for t in table["prompts"] if t["id"] in by}
         with open(os.path.join(a.out_dir, "pairs.json"), "w", encoding="utf-8") as f:
             json.dump(table, f, indent=1)

@@ -203,3 +203,29 @@ def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
     assert any("live run" in c.value for c in at.caption)
     # no metrics for this folder: the curves say so instead of failing
     assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-2].proto.spec))
+
+
+def test_page_states_the_pair_rule_and_lists_the_evaluation_set(monkeypatch, tmp_path):
+    import shutil
+
+    from app_pages.common import ui
+
+    for p in ("base_jacobi.json", "cllm_jacobi.json"):
+        shutil.copy(ASSETS / p, tmp_path / p)
+    row = lambda i, cat, g: {"id": i, "category": cat, "split": "s", "base_tokens_per_step": 1.0, "cllm_tokens_per_step": g,
+                             "base_steps": 50, "cllm_steps": 30, "gain": g, "identical_share": 0.9, "degenerate": False}
+    (tmp_path / "pairs.json").write_text(json.dumps({
+        "rule": "the held-out prompt with the median Jacobi tokens/step gain", "chosen": "441", "chat": True,
+        "prompts": [row("441", "math_reasoning", 1.5), row("7", "qa", 1.2)],
+        "texts": {"441": "Tom has 3 apples.", "7": "Who wrote Hamlet?"}}))
+    monkeypatch.setattr(ui, "CLLM_ASSETS", tmp_path)
+    at = fresh()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Why this prompt: the held-out prompt with the median" in c.value for c in at.caption)
+    sb = at.selectbox(key="cllm_pick")
+    assert sb.options == ["441 (math_reasoning): 1.50x", "7 (qa): 1.20x"]
+    sb.select("7 (qa): 1.20x").run()
+    assert any("Base 1.00 → CLLM 1.20 tokens/step (50 → 30 steps), 90% of the base's tokens kept" in m.value for m in at.markdown)
+    at.button(key="cllm_use").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["prompt"] == "Who wrote Hamlet?" and at.session_state["chat"] is True
