@@ -384,7 +384,7 @@ def _trace_from_dict(d: Any) -> Trace:
     _obj(d, "trace", required)
     from .methods import REGISTRY  # the method registry (it imports this module's records)
 
-    _check(d["method"] in REGISTRY, f"unknown method {d['method']!r}")
+    _check(isinstance(d["method"], str) and d["method"] in REGISTRY, f"unknown method {d['method']!r}")
     _check(isinstance(d["params"], dict), "params must be an object")
     for k in ("model_id", "device", "dtype"):
         _check(isinstance(d[k], str), f"{k} must be a string")
@@ -415,9 +415,11 @@ def _trace_from_dict(d: Any) -> Trace:
             _int_rows(la["harvested"], f"{w}.lookahead.harvested")
             _int_rows(la["candidates"], f"{w}.lookahead.candidates")
             _ints(la["matched"], f"{w}.lookahead.matched")
+            _check(isinstance(la["origins"], list), f"{w}.lookahead.origins must be a list")
             _check(len(la["matched"]) == len(la["candidates"]) == len(la["origins"]), f"{w}.lookahead: one matched/origin per candidate")
             _check(isinstance(la["pool_ops"], list) and all(
-                isinstance(o, list) and len(o) == 2 and o[0] in "+-~" for o in la["pool_ops"]), f"{w}.lookahead.pool_ops is malformed")
+                isinstance(o, list) and len(o) == 2 and o[0] in ("+", "-", "~") for o in la["pool_ops"]),
+                f"{w}.lookahead.pool_ops is malformed")
             step.lookahead = LookaheadRecord(**{k: la[k] for k in _names(LookaheadRecord)})
         if s.get("pld") is not None:
             p = _obj(s["pld"], f"{w}.pld", _names(PldRecord))
@@ -433,6 +435,7 @@ def _trace_from_dict(d: Any) -> Trace:
         steps.append(step)
     kw["steps"] = steps
     blocks = []
+    _check(isinstance(d.get("blocks", []), list), "blocks must be a list")
     for i, b in enumerate(d.get("blocks", [])):
         _obj(b, f"blocks[{i}]", _names(JacobiBlock))
         _ints(b["fixed_point"], f"blocks[{i}].fixed_point")
@@ -446,7 +449,9 @@ def _trace_from_dict(d: Any) -> Trace:
     _check(kw["output_ids"][len(kw["output_ids"]) - len(committed):] == committed if committed else True,
            "the steps' tokens do not add up to output_ids")
     kw["version"] = SCHEMA_VERSION  # upgraded on loading
-    return Trace(**kw)
+    t = Trace(**kw)
+    _check_trace(t)
+    return t
 
 
 def _origins(s: dict, step: Step, method: str, w: str) -> list[str]:
@@ -480,3 +485,121 @@ def legacy_origins(method: str, step: Step) -> list[str]:
     elif method in ("jacobi", "pld"):
         src = method
     return ([src] * m + ["step"])[:len(step.tokens)]
+
+
+# ---- types and indices: a trace accepted here draws on every view -------------------------------------
+_STOP_REASONS = ("", "eos", "max_new_tokens", "stopped")
+
+
+def _count(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:
+    ok = type(v) is int and v >= lo and (hi is None or v <= hi)
+    _check(ok, f"{where} must be an integer from {lo}" + (f" to {hi}" if hi is not None else "") + f", got {v!r}")
+    return v
+
+
+def _token_ids(v: Any, where: str) -> list[int]:
+    _check(all(x >= 0 for x in _ints(v, where)), f"{where} must hold token ids (integers >= 0)")
+    return v
+
+
+def _seconds(v: Any, where: str) -> float:
+    _check(_num(v, where) >= 0, f"{where} must be a number of seconds >= 0")
+    return v
+
+
+def _check_trace(t: Trace) -> None:
+    """Every field's type, and every index against what it indexes (candidates, drafts, blocks,
+    steps, the output), beyond the shape checks made while reading."""
+    _check_header(t)
+    n_out = len(t.output_ids)
+    _check(not t.steps or n_out == 1 + sum(len(s.tokens) for s in t.steps),
+           "output_ids must be the prefill's token followed by the steps' tokens")
+    record = {"jacobi": "jacobi", "lookahead": "lookahead", "pld": "pld"}.get(t.method)
+    blocks = {b.index for b in t.blocks}
+    for i, s in enumerate(t.steps):
+        w = f"steps[{i}]"
+        _check(s.index == i, f"{w}.index must be {i}")
+        _count(s.fed, f"{w}.fed", 1)
+        _check(len(_token_ids(s.tokens, f"{w}.tokens")) >= 1, f"{w} must commit at least one token")
+        _seconds(s.seconds, f"{w}.seconds"), _seconds(s.forward_seconds, f"{w}.forward_seconds")
+        for kind in ("jacobi", "lookahead", "pld"):
+            _check(getattr(s, kind) is None or kind == record, f"{w} has a {kind} record in a {t.method} trace")
+        if s.jacobi is not None:
+            _check_jacobi(s.jacobi, f"{w}.jacobi", blocks)
+        if s.lookahead is not None:
+            _check_lookahead(s.lookahead, f"{w}.lookahead")
+        if s.pld is not None:
+            _check_pld(s.pld, f"{w}.pld", len(t.prompt_ids) + n_out)
+        if s.sampling is not None:
+            cands = len(s.lookahead.candidates) if s.lookahead is not None else 1
+            for p, pos in enumerate(s.sampling.tried):
+                for j, tr in enumerate(pos):
+                    _count(tr[0], f"{w}.sampling.tried[{p}][{j}] candidate", 0, max(cands - 1, 0))
+                    _count(tr[1], f"{w}.sampling.tried[{p}][{j}] token")
+            _token_ids(s.sampling.final, f"{w}.sampling.final")
+    seen: set[int] = set()
+    for i, b in enumerate(t.blocks):
+        w = f"blocks[{i}]"
+        _check(_count(b.index, f"{w}.index") not in seen, f"{w}.index {b.index} is repeated")
+        seen.add(b.index)
+        _count(b.offset, f"{w}.offset", 0, max(n_out - 1, 0))
+        _count(b.iterations, f"{w}.iterations")
+        _token_ids(b.fixed_point, f"{w}.fixed_point")
+    for i, g in enumerate(t.pool_seed):
+        _token_ids(g, f"pool_seed[{i}]")
+
+
+def _check_header(t: Trace) -> None:
+    from .methods import REGISTRY, SAMPLING_DEFAULTS, resolve_params
+    from .methods.spec import ConfigError
+
+    _check(all(isinstance(k, str) for k in t.params), "params must map names to values")
+    for k, v in t.params.items():
+        _check(v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)),
+               f"params.{k} must be a number, a string or true/false")
+    known = set(REGISTRY[t.method].defaults) | set(SAMPLING_DEFAULTS)
+    try:
+        resolve_params(t.method, {k: v for k, v in t.params.items() if k in known})
+    except ConfigError as e:
+        raise TraceError(f"params: {e}") from None
+    _check(len(_token_ids(t.prompt_ids, "prompt_ids")) >= 1, "prompt_ids must not be empty")
+    _token_ids(t.output_ids, "output_ids")
+    _token_ids(t.eos_token_ids, "eos_token_ids")
+    _check(len(t.prompt_pieces) in (0, len(t.prompt_ids)), "prompt_pieces and prompt_ids differ in length")
+    _check(isinstance(t.prompt_text, str), "prompt_text must be a string")
+    _check(isinstance(t.chat, bool) and isinstance(t.recorded, bool), "chat and recorded must be true or false")
+    _count(t.max_new_tokens, "max_new_tokens")
+    _check(t.stop_reason in _STOP_REASONS, f"stop_reason must be one of {', '.join(map(repr, _STOP_REASONS))}")
+    _seconds(t.prefill_seconds, "prefill_seconds"), _seconds(t.seconds, "seconds")
+
+
+def _check_jacobi(r: JacobiRecord, w: str, blocks: set[int]) -> None:
+    for k in ("block", "iteration", "start", "committed"):
+        _count(getattr(r, k), f"{w}.{k}")
+    n = len(_token_ids(r.before, f"{w}.before"))
+    _check(n >= 1 and len(_token_ids(r.after, f"{w}.after")) == n, f"{w}: before and after must be one block of n >= 1 tokens")
+    _count(r.start, f"{w}.start", 0, n - 1)
+    _count(r.committed, f"{w}.committed", 1, n - r.start)
+    _check(not blocks or r.block in blocks, f"{w}.block {r.block} is not one of the trace's blocks")
+
+
+def _check_lookahead(r: LookaheadRecord, w: str) -> None:
+    rows = [_token_ids(row, f"{w}.window[{i}]") for i, row in enumerate(r.window)]
+    _check(len({len(row) for row in rows}) <= 1 and all(rows), f"{w}.window must be levels of equal, non-zero width")
+    for i, g in enumerate(r.harvested):
+        _token_ids(g, f"{w}.harvested[{i}]")
+    for i, c in enumerate(r.candidates):
+        _token_ids(c, f"{w}.candidates[{i}]")
+        _count(r.matched[i], f"{w}.matched[{i}]", 0, len(c))
+    _check(all(isinstance(o, str) for o in r.origins), f"{w}.origins must be strings")
+    _count(r.chosen, f"{w}.chosen (-1: none matched)", -1, len(r.candidates) - 1)
+    for i, (op, g) in enumerate(r.pool_ops):
+        _check(op in ("+", "-", "~"), f"{w}.pool_ops[{i}] must start with '+', '-' or '~'")
+        _token_ids(g, f"{w}.pool_ops[{i}] gram")
+
+
+def _check_pld(r: PldRecord, w: str, n_ids: int) -> None:
+    n = len(_token_ids(r.draft, f"{w}.draft"))
+    _count(r.matched, f"{w}.matched", 0, n)
+    _count(r.ngram, f"{w}.ngram")
+    _check(type(r.source) is int and -1 <= r.source < n_ids, f"{w}.source must be -1 or an index into prompt + output")
