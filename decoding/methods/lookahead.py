@@ -8,7 +8,10 @@ pool (``lookahead_pool``) and the window slides one level. The candidates are ch
 the shared verifier: the longest match and the model's own token after it are committed.
 
 Options beyond the paper: seed the pool with the prompt's n-grams (``seed_pool_prompt``) and keep
-harvesting n-grams from the committed output (``harvest_output``).
+harvesting n-grams from the committed output (``harvest_output``). With ``budget="auto"`` each step
+feeds the window only when its n-grams have paid for it, and the candidates as a draft tree, each
+chained through the pool (its last token's newest entry, up to CHAIN_HOPS times) and cut to what
+pays on this hardware (decoding/budget.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from .lookahead_pool import NGramPool
 from .spec import MethodSpec, Param
 from .tree import fed_tree, to_mask, tree_attention
 
+CHAIN_HOPS = 2  # budget="auto": a candidate may go on through the pool this many n-grams deeper
 # pool entry source -> the origin of the tokens it gives (decoding.verify.ORIGINS)
 POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
 
@@ -85,10 +89,21 @@ class Lookahead(Method):
             o.append(1)
         return (on, True) if on.rate > off.rate else (off, False)
 
+    def _chained(self, cont: tuple, hops: int) -> list[int]:
+        """A candidate extended through the pool: after its last token, that token's newest pool
+        entry, ``hops`` times at most (n-grams chained into a longer guess)."""
+        out = list(cont)
+        for _ in range(hops):
+            nxt = self.pool.candidates(out[-1])
+            if not nxt:
+                break
+            out += list(nxt[-1][0])
+        return out
+
     def _propose_auto(self, run) -> Proposal:
         tree = DraftTree()
         for c, o in self.pool.candidates(run.cur)[:self.G]:
-            tree.add(list(c), o)
+            tree.add(self._chained(c, CHAIN_HOPS), o)
         choice, window = self._choice(run, tree)
         levels, W = len(self.window), self.W
         head = lookahead_layout(W, self.N, 0, levels) if window else lookahead_layout(W, self.N, 0, 0)
