@@ -41,9 +41,9 @@ if pair is None:
     st.stop()
 base, cllm, source, folder = pair.base, pair.cllm, pair.source, pair.folder
 prompt = base.prompt_text or "".join(base.prompt_pieces)
-st.caption(f"Showing: {style.esc(source)} · base: {style.esc(base.model_id)} · CLLM: {style.esc(cllm.model_id)} · "
-           f"Jacobi n = {style.esc(str(base.params.get('n')))}")
-st.caption(f"Prompt{' (chat)' if base.chat else ''}: {style.esc(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
+st.caption(f"Showing: {ui.md(source)} · base: {ui.md(base.model_id)} · CLLM: {ui.md(cllm.model_id)} · "
+           f"Jacobi n = {ui.md(str(base.params.get('n')))}")
+st.caption(f"Prompt{' (chat)' if base.chat else ''}: {ui.md(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
 
 
 def pairs_table() -> dict:

@@ -46,7 +46,7 @@ def measure() -> None:
 
 
 if found is None:
-    st.warning(f"No step-cost curve for {esc(t.model_id)} on {esc(t.device)} ({esc(t.dtype)}) yet. Measuring it "
+    st.warning(f"No step-cost curve for {ui.md(t.model_id)} on {ui.md(t.device)} ({ui.md(t.dtype)}) yet. Measuring it "
                "times one forward over 1 to 256 new tokens (about a minute on 2 CPU cores, once per model and device).")
     if st.button("Measure the step-cost curve", key="explain_measure", type="primary"):
         measure()
@@ -55,7 +55,7 @@ if found is None:
 curve, where = found.curve, found.where
 if not t.steps:  # Max new tokens 1, or an end-of-sequence token at once: nothing to account for
     st.info(f"This run has no decoding steps: it ended at the prefill's token ({len(t.output_ids)} token, stop: "
-            f"{esc(t.stop_reason or '?')}). Tokens per step, step cost and speedup need at least one step; "
+            f"{ui.md(t.stop_reason or '?')}). Tokens per step, step cost and speedup need at least one step; "
             "run it with more new tokens.")
     st.subheader("What a step costs here")
     ui.chart(explain.cost_curve_figure, curve, [], f"{METHOD_NAMES[t.method]} steps", key="explain_curve")
@@ -70,7 +70,7 @@ if acc.disagrees:
     st.warning(acc.warning())
 if ar is None:
     st.caption("No AR trace of this prompt: run AR on the same prompt for the measured speedup.")
-st.caption(f"Step costs: {esc(curve.model_id)} on {esc(curve.regime)}, {esc(where)}."
+st.caption(f"Step costs: {ui.md(curve.model_id)} on {ui.md(curve.regime)}, {ui.md(where)}."
            + (f" The machine's load average was {curve.load_avg:.1f} while measuring." if curve.load_avg else ""))
 left, right = st.columns([3, 2])
 with left:
@@ -90,7 +90,7 @@ with st.expander("Measure the curve again (this model and device)"):
 
 st.subheader("Where the extra tokens came from")
 for r in reasons(t):
-    st.markdown(f"- {esc(r)}")
+    st.markdown(f"- {ui.md(r)}")
 ui.chart(compare.provenance_figure, {METHOD_NAMES[t.method]: t}, key="explain_prov")
 
 # ---- tuning ---------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ st.markdown("A setting pays off when its tokens per step beat the cost of its st
 rows = tune.what_if(t, curve, ar)
 if rows:
     best = rows[0]
-    st.markdown(f"Replaying this run's candidates with smaller N and G (same W): **{esc(best['setting'])}** "
+    st.markdown(f"Replaying this run's candidates with smaller N and G (same W): **{ui.md(best['setting'])}** "
                 f"is predicted at {best['predicted speedup']:.2f}× AR "
                 f"(this run's setting: {next(r['predicted speedup'] for r in rows if r['this run']):.2f}×).")
     ui.chart(explain.what_if_figure, rows, key="explain_whatif")
@@ -112,8 +112,8 @@ st.dataframe(tune.break_even_rows(curve, overhead), hide_index=True)
 res = tune.find_tune_result(t.model_id, t.device, SHIPPED_TUNE)
 if res is not None:
     d, src = res
-    st.markdown(f"Measured by `python -m decoding tune` on {d['prompts']} prompts ({esc(src)}): recommended "
-                + ", ".join(f"**{esc(v)}**" for v in d["recommended"].values()) + ".")
+    st.markdown(f"Measured by `python -m decoding tune` on {d['prompts']} prompts ({ui.md(src)}): recommended "
+                + ", ".join(f"**{ui.md(v)}**" for v in d["recommended"].values()) + ".")
     st.dataframe([{k: r[k] for k in ("category", "setting", "default", "prompts", "tokens_per_step", "fed_per_step",
                                      "step_cost", "predicted", "measured")} for r in d["ranking"] if r["category"] == "ALL"],
                  hide_index=True)

@@ -24,14 +24,14 @@ up = st.file_uploader(f"Trace JSON (at most {ui.UPLOAD_CAP_MB} MB)", type=["json
 if up is not None and ss.get("uploaded_id") != up.file_id:
     data = up.getvalue()
     if len(data) > ui.UPLOAD_CAP_MB * 1024 * 1024:
-        st.error(f"{up.name} is {len(data) / 2**20:.1f} MB; traces up to {ui.UPLOAD_CAP_MB} MB are accepted.")
+        st.error(f"{ui.md(up.name)} is {len(data) / 2**20:.1f} MB; traces up to {ui.UPLOAD_CAP_MB} MB are accepted.")
     else:
         try:
             t = Trace.from_json(data)
         except Exception as e:  # noqa: BLE001 - any malformed file gets a message, not a traceback
-            st.error(f"{up.name} is not a valid trace: {e}")
+            st.error(f"{ui.md(up.name)} is not a valid trace: {ui.md(str(e))}")
         else:
             ui.put_trace(t, f"uploaded file {up.name}")
             ss.uploaded_id = up.file_id
-            st.success(f"Loaded {up.name}: a {METHOD_NAMES[t.method]} trace with {len(t.output_ids)} tokens. "
+            st.success(f"Loaded {ui.md(up.name)}: a {METHOD_NAMES[t.method]} trace with {len(t.output_ids)} tokens. "
                        f"The {METHOD_NAMES[t.method]} and Compare pages now show it.")

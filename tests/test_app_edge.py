@@ -64,13 +64,13 @@ def test_every_page_renders_a_one_token_and_a_one_step_trace(method, max_new_tok
     t = short_trace(method, max_new_tokens)
     assert t.n_steps == max_new_tokens - 1 and len(t.output_ids) == max_new_tokens
     at = AppTest.from_file(APP, default_timeout=60).run()
-    upload(at, f"short_{method}.json", t)
+    upload(at, f"short-{method}.json", t)
     if method == "jacobi":  # the CLLM page's pair, both cut as short
         from app_pages.common.state import CllmPair
         at.session_state["results"].cllm = CllmPair(t, short_trace("jacobi", max_new_tokens), "test", "nowhere")
     if method != "ar":  # Explain shows it (an AR trace is the baseline it compares with)
         at.switch_page("app_pages/explain.py").run()
-        assert any(f"short_{method}.json" in c.value for c in at.caption)
+        assert any(f"short-{method}.json" in c.value for c in at.caption)
     visit_every_page(at, f"a {max_new_tokens}-token {method} trace")
 
 

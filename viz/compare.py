@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from decoding import analysis
 from decoding.exactness import agreement, describe
 from viz.style import (BLACK, BLUE, METHOD_COLOURS, METHOD_NAMES, PROVENANCE, PURPLE, SKY, YELLOW, base_layout,
-                       empty_figure, esc, text_colour)
+                       empty_figure, esc, esc_attr, text_colour)
 
 
 def _colour(trace, i: int) -> str:
@@ -135,7 +135,7 @@ def provenance_html(trace, max_tokens: int | None = None) -> str:
         colour, name = PROVENANCE.get(src, (BLACK, src))
         txt = esc(pieces[i]).replace("\n", "↵<br>")
         st = step_of[i] if i < len(step_of) else -1
-        spans.append(f'<span title="{esc(name)} · step {st}" style="background:{colour};color:{text_colour(colour)};'
+        spans.append(f'<span title="{esc_attr(name)} · step {st}" style="background:{colour};color:{text_colour(colour)};'
                      f'padding:1px 1px;margin:0 1px 2px 0;border-radius:3px;white-space:pre-wrap;'
                      f'border-bottom:3px solid {"#000" if st % 2 else "#777"}">{txt}</span>')
     more = f" … ({len(pieces) - n} more tokens)" if n < len(pieces) else ""

@@ -68,7 +68,14 @@ MAX_FRAMES = 200  # frames per animated figure; longer traces are paged
 
 
 def esc(s: str) -> str:
-    """Escape model text for Plotly labels and HTML/markdown (``<``, ``>``, ``&``, quotes)."""
+    """Escape model text for Plotly labels and HTML text: ``<``, ``>`` and ``&`` only. Plotly
+    decodes ``&lt;`` ``&gt;`` ``&amp;`` but not ``&quot;`` (a ``"`` token showed as &quot;); quotes
+    need escaping only inside an HTML attribute (``esc_attr``)."""
+    return html.escape(s, quote=False)
+
+
+def esc_attr(s: str) -> str:
+    """Escape text for an HTML attribute value in double quotes."""
     return html.escape(s, quote=True)
 
 

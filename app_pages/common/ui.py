@@ -24,6 +24,9 @@ from viz.style import GREEN, METHOD_NAMES, esc, text_colour
 from app_pages.common.presets import preset_buttons
 
 from . import live
+from .demo import model_refused as _model_refused
+from .demo import public_demo
+from .text import md
 from .state import CllmPair, CurveFound, Results, keep_settings  # noqa: F401 (CurveFound: the pages' import)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,20 +132,21 @@ def sidebar() -> bool:
         st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
         method = selected_method()
         method_widgets(method)
-        st.number_input("Max new tokens", min_value=1, max_value=APP_MAX_NEW_TOKENS, key="max_new_tokens",
-                        help=f"at most {APP_MAX_NEW_TOKENS} in the app")
+        st.number_input("Max new tokens", key="max_new_tokens", step=1,
+                        help=f"1 to {APP_MAX_NEW_TOKENS} in the app")
         shared_param_widgets()
         sampling_controls(method)
         st.markdown("### Model")
         st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
                       help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
-                           "cache, or a local model folder.")
-        with st.expander("Advanced: split the model (accelerate)"):
-            st.text_input("Device map", key="device_map", placeholder="whole model on one device",
-                          help="auto, balanced, sequential, or a JSON {module: device} (0, cuda:1, cpu, disk): "
-                               "layers over several GPUs, the CPU and disk. Same tokens as unsplit.")
-            st.text_input("Max memory", key="max_memory", placeholder="0=70GiB,1=70GiB,cpu=200GiB")
-            st.text_input("Offload folder", key="offload_folder", help="where layers mapped to disk are kept")
+                           "cache" + (" (a public demo: nothing else)." if public_demo() else ", or a local model folder."))
+        if not public_demo():  # server paths and devices: not for a public demo's visitors
+            with st.expander("Advanced: split the model (accelerate)"):
+                st.text_input("Device map", key="device_map", placeholder="whole model on one device",
+                              help="auto, balanced, sequential, or a JSON {module: device} (0, cuda:1, cpu, disk): "
+                                   "layers over several GPUs, the CPU and disk. Same tokens as unsplit.")
+                st.text_input("Max memory", key="max_memory", placeholder="0=70GiB,1=70GiB,cpu=200GiB")
+                st.text_input("Offload folder", key="offload_folder", help="where layers mapped to disk are kept")
         c1, c2 = st.columns(2)
         run = c1.button("Run", type="primary", key="run_button", width="stretch")
         c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
@@ -223,7 +227,7 @@ def _widget(prm, label: str, key: str) -> None:
     elif prm.is_bool:
         st.checkbox(label, key=key, help=prm.help)
     else:
-        st.number_input(label, min_value=prm.lo, max_value=prm.hi, key=key,
+        st.number_input(label, key=key, step=1,  # no browser bounds: Run checks (check_inputs)
                         help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
 
 
@@ -249,6 +253,11 @@ def shared_param_widgets() -> None:
 
 
 # ---- the model and runs ----------------------------------------------------------------------------
+def model_refused(name: str) -> str | None:
+    """Why a public demo (PDL_PUBLIC_DEMO=1) refuses this model or CLLM folder (None: allowed)."""
+    return _model_refused(name, also=(str(SHIPPED_ADAPTER),))
+
+
 @st.cache_resource(show_spinner=False, max_entries=2)
 def get_model(name: str, device_map: str = "", max_memory: str = "", offload_folder: str = ""):
     """One LoadedModel per name (and split) per process, shared by all sessions (read-only: weights only)."""
@@ -275,21 +284,36 @@ def model_lock() -> threading.Lock:
     return threading.Lock()
 
 
-def check_inputs() -> list[str]:
-    """Problems with the sidebar's settings, each as one sentence (empty: fine)."""
+def check_inputs(methods: list[str] | None = None) -> list[str]:
+    """Problems with the sidebar's settings for ``methods`` (default: the selected one), each as one
+    sentence (empty: fine). The number fields have no bounds in the browser, so that what a
+    visitor typed is what Run checks here (a bounded field kept showing an out-of-range number
+    while Run used the last valid one)."""
+    from decoding.methods import ConfigError, resolve_params
+
     ss = st.session_state
     errs = []
     if not str(ss.prompt).strip():
         errs.append("The prompt is empty: type one or pick an example.")
     mnt = ss.max_new_tokens
-    if not isinstance(mnt, int) or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
-        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}.")
+    if isinstance(mnt, bool) or not isinstance(mnt, int) or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
+        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}, not {md(str(mnt))}.")
+    for m in methods or [selected_method()]:
+        try:
+            resolve_params(m, method_params(m))
+        except ConfigError as e:
+            errs.append(f"{METHOD_NAMES[m]}: {md(str(e))}.")
+    err = model_refused(str(ss.model_name).strip())
+    if err:
+        errs.append(err)
+    if public_demo() and any(model_split()):
+        errs.append("This public demo loads models whole: device map, max memory and offload folder are off.")
     return errs
 
 
-def inputs_ok() -> bool:
+def inputs_ok(methods: list[str] | None = None) -> bool:
     """Show each problem of the sidebar's settings as an error; True when there is none."""
-    errs = check_inputs()
+    errs = check_inputs(methods)
     for e in errs:
         st.error(e)
     return not errs
@@ -313,7 +337,7 @@ def run_methods(methods: list[str]) -> None:
     from decoding.loop import ConfigError, Run
 
     ss = st.session_state
-    if not inputs_ok():
+    if not inputs_ok(methods):
         return
     name = str(ss.model_name).strip()
     try:
@@ -321,7 +345,7 @@ def run_methods(methods: list[str]) -> None:
             lm = loaded_model(name)
         ids = lm.encode(ss.prompt, chat=bool(ss.chat))
     except (ModelError, ValueError) as e:
-        st.error(f"Cannot run: {e}")
+        st.error(f"Cannot run: {md(str(e))}")
         return
     runs = []
     for method in methods:
@@ -329,7 +353,7 @@ def run_methods(methods: list[str]) -> None:
             runs.append((method, Run(lm, ids, method, method_params(method), int(ss.max_new_tokens),
                                      prompt_text=ss.prompt, chat=bool(ss.chat))))
         except (ConfigError, ValueError) as e:
-            st.error(f"{METHOD_NAMES[method]}: {e}")
+            st.error(f"{METHOD_NAMES[method]}: {md(str(e))}")
     if not runs:
         return
     res, lock = results(), model_lock()  # plain objects, taken before decoding (live.py)
@@ -348,7 +372,7 @@ def stream(run, lm, ids: list[int], method: str, lv: live.LiveRun, lock: threadi
     partial one when the run is stopped (no st.* call and no session state in the finally)."""
     box = st.container(border=True)
     how = f"sampling at temperature {run.params['temperature']:g}" if run.params.get("temperature") else "greedy"
-    box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {esc(lm.model_id)} on {esc(lm.device)}")
+    box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {md(lm.model_id)} on {md(str(lm.device))}")
     prog = box.progress(0.0, text="waiting for the model…")
     out = box.empty()
     chunks: list[tuple[str, int]] = []
@@ -393,7 +417,10 @@ def decode_pair(folder: str) -> None:
     from decoding.loop import ConfigError, Run
 
     ss = st.session_state
-    if not inputs_ok():
+    if not inputs_ok(["jacobi"]):
+        return
+    if model_refused(folder):
+        st.error(model_refused(folder))
         return
     base_name = str(ss.model_name).strip()
     try:
@@ -403,7 +430,7 @@ def decode_pair(folder: str) -> None:
         runs = [Run(lm, ids, "jacobi", {"n": int(ss.p_n), "seed": int(ss.p_seed)}, int(ss.max_new_tokens),
                     prompt_text=ss.prompt, chat=bool(ss.chat)) for lm in lms]
     except (ModelError, ConfigError, ValueError) as e:
-        st.error(f"Cannot run: {e}")
+        st.error(f"Cannot run: {md(str(e))}")
         return
     res, lock = results(), model_lock()
     lv = live.start(ss, runs)
@@ -454,11 +481,14 @@ def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
     from decoding.perf.measure import load_or_measure
 
     name = str(st.session_state.model_name).strip()
+    if model_refused(name):
+        st.error(model_refused(name))
+        return
     with st.spinner(f"Loading {name or 'the bundled model'}…"):
         lm = loaded_model(name)
     if (lm.model_id, str(lm.device), str(lm.dtype)) != tuple(expected):
-        st.warning(f"The sidebar's model is {esc(lm.model_id)} on {esc(lm.device)}; this trace was made with "
-                   f"{esc(made_with)}. Measuring the sidebar's model.")
+        st.warning(f"The sidebar's model is {md(lm.model_id)} on {md(str(lm.device))}; this trace was made with "
+                   f"{md(made_with)}. Measuring the sidebar's model.")
     bar = st.progress(0.0, text="measuring the step cost…")
     curves, lock = results().curves, model_lock()
     lv = live.start(st.session_state, [])
@@ -490,10 +520,10 @@ def caption(t: Trace, source: str) -> None:
     prompt = t.prompt_text or "".join(t.prompt_pieces)
     short = prompt if len(prompt) <= 160 else prompt[:157] + "…"
     params = ", ".join(f"{k}={v}" for k, v in t.params.items())
-    st.caption(f"Showing: {esc(source)} · {esc(t.model_id)} · {esc(METHOD_NAMES.get(t.method, t.method))}"
-               f"{' (' + esc(params) + ')' if params else ''} · {len(t.output_ids)} tokens in {t.n_steps} steps "
-               f"({t.tokens_per_step:.2f} tokens/step) · stop: {esc(t.stop_reason or '?')}")
-    st.caption(f"Prompt{' (chat)' if t.chat else ''}: {esc(short)}")
+    st.caption(f"Showing: {md(source)} · {md(t.model_id)} · {md(METHOD_NAMES.get(t.method, t.method))}"
+               f"{' (' + md(params) + ')' if params else ''} · {len(t.output_ids)} tokens in {t.n_steps} steps "
+               f"({t.tokens_per_step:.2f} tokens/step) · stop: {md(t.stop_reason or '?')}")
+    st.caption(f"Prompt{' (chat)' if t.chat else ''}: {md(short)}")
 
 
 def chart(builder, *args, key: str | None = None, **kw) -> None:
@@ -501,7 +531,7 @@ def chart(builder, *args, key: str | None = None, **kw) -> None:
     try:
         fig = builder(*args, **kw)
     except Exception as e:  # noqa: BLE001 - an uploaded trace may be valid JSON yet inconsistent
-        st.error(f"Cannot draw this view from the trace: {type(e).__name__}: {e}")
+        st.error(f"Cannot draw this view from the trace: {type(e).__name__}: {md(str(e))}")
         return
     st.plotly_chart(fig, theme=None, key=key, config={"displaylogo": False})
 
