@@ -150,3 +150,21 @@ def test_the_page_renders_a_sidebar_run(monkeypatch):
     for page in ("app_pages/compare.py", "app_pages/explain.py"):
         at.switch_page(page).run()
         assert not at.exception, page
+
+
+def test_bench_runs_tr_and_its_auto_variant(monkeypatch, tmp_path):
+    """`python -m decoding bench --methods ar,tr,tr:auto` on a tiny model: every row exact."""
+    import decoding.model
+    from decoding import cli
+
+    lm = tiny_lm("llama", 3)
+    lm.encode = lambda text, chat=False: [1 + ord(c) % 90 for c in text][:10]
+    monkeypatch.setattr(decoding.model, "load_model", lambda *a, **k: lm)
+    prompts, out = tmp_path / "q.jsonl", tmp_path / "bench.jsonl"
+    prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [f"{c} prompt {i} {c} prompt"]})
+                                 for i, c in enumerate("ab")) + "\n")
+    assert cli.main(["bench", "--prompts", str(prompts), "--methods", "ar,tr,tr:auto", "--max-new-tokens", "12",
+                     "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted({r["method"] for r in rows}) == ["ar", "tr", "tr:auto"]
+    assert all(r["matches_ar"] is True for r in rows)
