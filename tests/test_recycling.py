@@ -168,3 +168,15 @@ def test_bench_runs_tr_and_its_auto_variant(monkeypatch, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted({r["method"] for r in rows}) == ["ar", "tr", "tr:auto"]
     assert all(r["matches_ar"] is True for r in rows)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2])
+def test_figures_of_a_one_token_and_a_one_step_trace(max_new_tokens):
+    from viz import recycling as R
+
+    t = decode(tiny_lm("llama", 0), [5], "tr", {}, max_new_tokens)
+    assert t.n_steps == max_new_tokens - 1
+    assert R.tree_animation(t).layout.annotations  # says why there is no tree
+    for s in t.steps:
+        assert R.matrix_figure(t, s.index).layout.annotations
+        assert "steps fed a draft tree" in R.summary_sentence(t)
