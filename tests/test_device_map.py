@@ -9,11 +9,13 @@ import pytest
 import decoding.model
 from decoding import cli
 from decoding.loop import decode
+from decoding.methods import REGISTRY
 from decoding.model import ModelError, load_model, parse_device_map, parse_max_memory
 from tiny import tiny_lm
 
 METHODS = [("ar", {}), ("jacobi", {"n": 6}), ("lookahead", {"W": 4, "N": 3, "G": 4}), ("pld", {}),
            ("lookahead", {"W": 4, "N": 3, "G": 4, "budget": "auto"}), ("pld", {"budget": "auto"})]
+METHODS += [(m, p) for m, p in [("tr", {}), ("tr", {"budget": "auto"})] if m in REGISTRY]  # Token Recycling, where registered
 PROMPT = [5, 7, 9, 11, 5, 7, 9, 11, 5, 7, 20, 21, 22, 5, 7]
 
 
