@@ -532,6 +532,8 @@ def _check_trace(t: Trace) -> None:
             _check_pld(s.pld, f"{w}.pld", len(t.prompt_ids) + n_out)
         if s.sampling is not None:
             cands = len(s.lookahead.candidates) if s.lookahead is not None else 1
+            if s.recycling is not None:  # one candidate per leaf of the draft tree
+                cands = len(set(range(len(s.recycling.parents))) - set(s.recycling.parents))
             for p, pos in enumerate(s.sampling.tried):
                 for j, tr in enumerate(pos):
                     _count(tr[0], f"{w}.sampling.tried[{p}][{j}] candidate", 0, max(cands - 1, 0))
