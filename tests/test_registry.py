@@ -69,6 +69,7 @@ def _sidebar_script():
         ui.method_widgets(ui.selected_method())
         ui.shared_param_widgets()
     st.text(json.dumps({m: ui.method_params(m) for m in ui.METHODS}))
+    st.text(json.dumps({m: ui.check_inputs([m]) for m in ui.METHODS}))
 
 
 def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
@@ -90,8 +91,12 @@ def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
             elif prm.is_bool:
                 assert at.checkbox(key=key).value is prm.default
             else:
-                w = at.number_input(key=key)
-                assert (w.min, w.max, w.value) == (prm.lo, prm.hi, prm.default), prm.name
+                # no bounds in the browser (issue 12): Run checks the registry's bounds, one place
+                at.number_input(key=key).set_value(prm.hi + 1).run()
+                errs = json.loads(at.text[1].value)[method]
+                assert any(f"{prm.name} must be between {prm.lo} and {prm.hi}" in e.replace("\\", "") for e in errs), errs
+                at.number_input(key=key).set_value(prm.default).run()
+                assert json.loads(at.text[1].value)[method] == []
     # one widget per distinct parameter (the seed several methods declare alike is one)
     want = {ui.widget_key(m, prm.name) for m, spec in REGISTRY.items() for prm in spec.params}
     keys = {w.key for w in list(at.number_input) + list(at.checkbox) + list(at.selectbox) if w.key.startswith("p_")}

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import random
 
-from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
 from ..trace import BudgetRecord, LookaheadRecord
 from ..verify import Chain, Proposal
 from .base import Method
 from .lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d
 from .lookahead_pool import NGramPool
 from .spec import MethodSpec, Param
-from .tree import fed_tree, to_mask, tree_attention
+from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
 
 CHAIN_HOPS = 2  # budget="auto": a candidate may go on through the pool this many n-grams deeper
 # pool entry source -> the origin of the tokens it gives (decoding.verify.ORIGINS)
@@ -178,7 +178,7 @@ SPEC = MethodSpec(
         Param("harvest_output", True, "add committed output n-grams to the pool",
               label="Harvest n-grams from the output too"),
         Param("seed", 0, "seed of the initial guesses", 0, 2**31 - 1),
-        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
+        BUDGET_PARAM,
     ),
     grid=({"W": 5, "N": 4, "G": 5}, {"W": 3, "N": 3, "G": 3}, {"W": 4, "N": 3, "G": 2},
           {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5}),

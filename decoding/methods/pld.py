@@ -11,12 +11,12 @@ size) form a draft tree, and each step feeds the part of it that pays on this ha
 
 from __future__ import annotations
 
-from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
 from ..trace import BudgetRecord, PldRecord
 from ..verify import Chain, Proposal
 from .base import Method
 from .spec import MethodSpec, Param
-from .tree import fed_tree, to_mask, tree_attention
+from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
 
 OCCURRENCES = 4  # budget="auto": continuations of up to this many earlier occurrences
 
@@ -98,7 +98,7 @@ SPEC = MethodSpec(
     params=(
         Param("k", 10, "max draft tokens", 1, 64, label="k (max draft tokens)", tuned=True),
         Param("max_ngram", 3, "longest trailing n-gram to look up", 1, 16, label="max n-gram", tuned=True),
-        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
+        BUDGET_PARAM,
     ),
     grid=({"k": 10, "max_ngram": 3}, {"k": 4, "max_ngram": 3}),
 )

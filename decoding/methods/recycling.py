@@ -26,12 +26,12 @@ part of it that pays on this hardware (decoding/budget.py), acceptance learnt pe
 
 from __future__ import annotations
 
-from ..budget import BUDGET_HELP, BUDGETS, Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
 from ..trace import BudgetRecord, RecyclingRecord
 from ..verify import Proposal
 from .base import Method
 from .spec import MethodSpec, Param
-from .tree import fed_tree, to_mask, tree_attention
+from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
 
 
 def static_shape(depth: int, branch: int, width: int, k: int) -> list[list[int]]:
@@ -147,7 +147,7 @@ SPEC = MethodSpec(
         Param("width", 14, "max nodes per tree level", 1, 64, label="max nodes per level", tuned=True),
         Param("seed_prompt", True, "seed the matrix with the prompt's bigrams", cli="--no-seed-prompt",
               label="Seed the matrix with the prompt's bigrams"),
-        Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS),
+        BUDGET_PARAM,
     ),
     grid=({"depth": 6, "branch": 8, "width": 14}, {"depth": 4, "branch": 4, "width": 8},
           {"depth": 8, "branch": 8, "width": 10}, {"depth": 3, "branch": 2, "width": 4}),

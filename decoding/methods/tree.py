@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..budget import DraftTree, paths
+from ..budget import BUDGET_HELP, BUDGETS, DraftTree, paths
 from ..verify import Chain
+from .spec import Param
+
+# the step budget of every method that can feed a draft tree: fixed (its settings) or auto (what pays here)
+BUDGET_PARAM = Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS)
 
 
 def tree_attention(head_allowed: list[list[bool]], head_offsets: list[int], parents: list[int],
