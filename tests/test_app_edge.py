@@ -5,6 +5,7 @@ uploaded on the Traces page and then shown on every page (AppTest, tiny models).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-PAGES = ["app_pages/jacobi.py", "app_pages/lookahead.py", "app_pages/compare.py", "app_pages/cllm.py",
-         "app_pages/explain.py", "app_pages/lecture.py", "app_pages/traces.py"]
+PAGES = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())  # every page of app.py's navigation
 IDS = [5, 9, 2, 7, 5, 9, 2, 7, 1]
 
 

@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,7 @@ from decoding.trace import Trace, TraceError  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 EXAMPLES = {m: json.loads((ROOT / "assets" / f"example_{m}.json").read_text()) for m in ("ar", "jacobi", "lookahead", "pld")}
-PAGES = ["app_pages/jacobi.py", "app_pages/lookahead.py", "app_pages/compare.py", "app_pages/cllm.py",
-         "app_pages/explain.py", "app_pages/lecture.py", "app_pages/traces.py"]
+PAGES = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())  # every page of app.py's navigation
 N = int(os.environ.get("PDL_FUZZ_EXAMPLES", "12"))
 
 # ---- rendering on every page ----------------------------------------------------------------------
