@@ -177,6 +177,7 @@ def _trained(lm, items, w_ar, epochs=20, tmp=None):
     return model, before, cllm.mean_losses(model, items), rows
 
 
+@pytest.mark.slow  # trains for minutes on 2 CPU cores
 def test_training_reduces_the_loss_and_keeps_jacobi_exact(lm, items, tmp_path):
     model, before, after, rows = _trained(lm, items, 10.0, tmp=str(tmp_path))
     assert after["consistency"] + 10 * after["ar"] < 0.5 * (before["consistency"] + 10 * before["ar"])
@@ -192,6 +193,7 @@ def test_training_reduces_the_loss_and_keeps_jacobi_exact(lm, items, tmp_path):
         assert generate_greedy(trained, ids, 24) == generate_greedy(lm, ids, 24)
 
 
+@pytest.mark.slow  # trains for minutes on 2 CPU cores
 def test_consistency_alone_speeds_up_jacobi(lm, items):
     model, before, after, _ = _trained(lm, items, 0.0)
     assert after["consistency"] < 0.2 * before["consistency"]

@@ -70,6 +70,7 @@ def _collect(tmp_path, gsm, out, kill_at=0):
                            "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # subprocess runs of collect, one killed midway: long for the fast tier
 def test_collect_killed_midway_resumes_to_the_uncut_file(tmp_path, gsm):
     whole = tmp_path / "whole.jsonl"
     p = _collect(tmp_path, gsm, whole)

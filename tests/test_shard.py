@@ -48,6 +48,7 @@ def test_rank_helpers():
     assert shard.rank_path("out/b.jsonl", 3, 4) == "out/b.rank3.jsonl"
 
 
+@pytest.mark.slow  # two torchrun processes load and decode: long for the fast tier
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed")
 def test_bench_under_torchrun_merges_to_the_single_process_run(tmp_path):
     model, prompts = tiny_folder(tmp_path / "m"), prompts_file(tmp_path)

@@ -32,6 +32,7 @@ OTHER_IMG = ROOT / "screenshots"
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.slow,  # a Streamlit server and a browser per module: minutes, not for the fast tier
     pytest.mark.skipif(os.environ.get("PDL_SKIP_E2E") == "1", reason="PDL_SKIP_E2E=1"),
     pytest.mark.skipif(not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)), reason=f"no Chromium at {CHROMIUM}"),
 ]
