@@ -26,7 +26,7 @@ shown = sorted((m for m in res.order if m in res.traces and m != "ar"),
                key=lambda m: (res.sources.get(m, "").startswith("example"), m != "lookahead", -res.order.index(m)))
 choices = {f"{METHOD_NAMES[m]} · {res.sources.get(m, '')}": m for m in shown}
 if not choices:
-    st.info("No Jacobi, lookahead or prompt-lookup trace yet: run one from the sidebar.")
+    st.info(f"No {', '.join(METHOD_NAMES[m] for m in METHOD_NAMES if m != 'ar')} trace yet: run one from the sidebar.")
     st.stop()
 t = res.traces[ui.pick("Trace to explain", choices, key="explain_trace")]
 ui.caption(t, res.sources.get(t.method, ""))

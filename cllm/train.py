@@ -132,109 +132,140 @@ def train(model, items: list[dict], out_dir: str | None = None, epochs: float = 
     ``eval_at`` fractions of the steps, each result written to the metrics file as
     {"at_step", "fraction", **result} (``read_evals``). Its ``state`` attribute, if any, is kept in the
     checkpoint (e.g. the base's answers it compares against)."""
-    import torch
-    from tqdm import tqdm
+    t = _Trainer(model, items, out_dir, epochs, lr, w_ar, w_local, seed, grad_clip, warmup, log, evaluate, eval_at)
+    if resume and out_dir:
+        t.restore(load_state(out_dir))
+    return t.run(save, save_every, progress, max_seconds, max_steps)
 
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    total_steps = max(1, int(round(epochs * len(items))))
-    params, opt, sched = _optimizer(model, lr, warmup, total_steps)
-    config = {"items": len(items), "first_item": items[0].get("id"), "last_item": items[-1].get("id"),
-              "total_steps": total_steps, "lr": lr, "w_ar": w_ar, "w_local": w_local, "seed": seed,
-              "grad_clip": grad_clip, "warmup": warmup, "trainable": sum(p.numel() for p in params)}
-    named = {k: p for k, p in model.named_parameters() if p.requires_grad}
-    order: list[int] = []
-    run: dict[str, float] = {}
-    start, tokens, before = 0, 0, 0.0
-    state = load_state(out_dir) if (resume and out_dir) else None
-    if state is not None:
-        diff = {k: (state["config"].get(k), v) for k, v in config.items() if state["config"].get(k) != v}
+
+class _Trainer:
+    """The state of one training run (train()'s body): setup, restoring a checkpoint, the loop."""
+
+    def __init__(self, model, items, out_dir, epochs, lr, w_ar, w_local, seed, grad_clip, warmup, log,
+                 evaluate, eval_at):
+        import torch
+
+        self.model, self.items, self.out_dir, self.log, self.evaluate = model, items, out_dir, log, evaluate
+        self.w_ar, self.w_local, self.grad_clip = w_ar, w_local, grad_clip
+        self.rng = random.Random(seed)
+        torch.manual_seed(seed)
+        self.total_steps = max(1, int(round(epochs * len(items))))
+        self.params, self.opt, self.sched = _optimizer(model, lr, warmup, self.total_steps)
+        self.config = {"items": len(items), "first_item": items[0].get("id"), "last_item": items[-1].get("id"),
+                       "total_steps": self.total_steps, "lr": lr, "w_ar": w_ar, "w_local": w_local, "seed": seed,
+                       "grad_clip": grad_clip, "warmup": warmup, "trainable": sum(p.numel() for p in self.params)}
+        self.named = {k: p for k, p in model.named_parameters() if p.requires_grad}
+        self.order: list[int] = []
+        self.smoothed: dict[str, float] = {}
+        self.start, self.tokens, self.before = 0, 0, 0.0
+        self.state = None
+        self.at = set(eval_steps(self.total_steps, eval_at)) if evaluate else set()
+        self.rows: list[dict] = []
+        self.metrics_f = None
+
+    def restore(self, state: dict | None) -> None:
+        """Continue from a checkpoint's state (None: nothing to continue from, start afresh)."""
+        import torch
+
+        if state is None:
+            return
+        diff = {k: (state["config"].get(k), v) for k, v in self.config.items() if state["config"].get(k) != v}
         if diff:
-            raise ConfigError("the checkpoint in " + out_dir + " was made with other settings: "
+            raise ConfigError("the checkpoint in " + self.out_dir + " was made with other settings: "
                               + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
         with torch.no_grad():
             for k, v in state["params"].items():
-                named[k].copy_(v)
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        rng.setstate(state["rng"])
+                self.named[k].copy_(v)
+        self.opt.load_state_dict(state["opt"])
+        self.sched.load_state_dict(state["sched"])
+        self.rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
-        order, run = list(state["order"]), dict(state["run"])
-        start, tokens, before = state["step"], state["tokens"], state["seconds"]
-        if evaluate is not None and state.get("eval_state") is not None:
-            evaluate.state = state["eval_state"]
-    metrics_f = None
-    if out_dir:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        mp = Path(out_dir) / METRICS_FILE
-        if state is not None and mp.is_file():
-            with open(mp, "r+b") as f:  # drop the rows written after the checkpoint
-                f.truncate(state["metrics_bytes"])
-        metrics_f = open(mp, "a" if state is not None else "w", encoding="utf-8")
-    at = set(eval_steps(total_steps, eval_at)) if evaluate else set()
-    rows: list[dict] = []
-    t0 = time.perf_counter()
-    elapsed = lambda: before + time.perf_counter() - t0
+        self.order, self.smoothed = list(state["order"]), dict(state["run"])
+        self.start, self.tokens, self.before = state["step"], state["tokens"], state["seconds"]
+        if self.evaluate is not None and state.get("eval_state") is not None:
+            self.evaluate.state = state["eval_state"]
+        self.state = state
 
-    def write(row: dict) -> None:
-        if metrics_f:
-            metrics_f.write(json.dumps(row) + "\n")
-            metrics_f.flush()
-
-    def run_eval(step: int) -> None:
-        model.eval()
-        res = evaluate(model)
-        model.train()
-        row = {"at_step": step, "fraction": round(step / total_steps, 4), **res}
-        write(row)
-        if log:
-            log(row)
-
-    def checkpoint(step: int, done: bool = False) -> None:
-        if not out_dir:
+    def _open_metrics(self) -> None:
+        if not self.out_dir:
             return
-        _save_state(out_dir, {
-            "step": step, "done": done, "config": config, "order": list(order), "rng": rng.getstate(),
-            "torch_rng": torch.get_rng_state(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-            "params": {k: p.detach().clone() for k, p in named.items()}, "seconds": elapsed(), "tokens": tokens,
-            "run": dict(run), "metrics_bytes": metrics_f.tell() if metrics_f else 0,
-            "eval_state": getattr(evaluate, "state", None)})
+        Path(self.out_dir).mkdir(parents=True, exist_ok=True)
+        mp = Path(self.out_dir) / METRICS_FILE
+        if self.state is not None and mp.is_file():
+            with open(mp, "r+b") as f:  # drop the rows written after the checkpoint
+                f.truncate(self.state["metrics_bytes"])
+        self.metrics_f = open(mp, "a" if self.state is not None else "w", encoding="utf-8")
 
-    model.train()
-    bar = tqdm(range(start, total_steps), desc="train", unit="step", file=sys.stderr, disable=not progress,
-               initial=start, total=total_steps)
-    try:
-        if evaluate and start == 0:
-            run_eval(0)
-        step = start - 1
-        for step in bar:
-            item = _next_item(items, order, rng)
-            losses = _step(model, item, rng, opt, sched, params, w_ar, w_local, grad_clip)
-            tokens += (len(item["prompt_ids"]) + len(item["fixed_point"])) * (3 if "local" in losses else 2)
-            row = _metrics_row(step, len(items), losses, sched, t0, tokens)
-            row["seconds"] = round(elapsed(), 3)
-            rows.append(row)
-            write(row)
-            if log:
-                log(row)
-            bar.set_postfix({k: f"{v:.3f}" for k, v in _smooth(run, row).items()})
-            last = step + 1 == total_steps
-            if step + 1 in at:
-                run_eval(step + 1)
-            if save and save_every and (step + 1) % save_every == 0 and not last:
-                save(str(Path(out_dir or ".") / CHECKPOINT_DIR))
-            cut = ((bool(max_seconds) and time.perf_counter() - t0 > max_seconds)
-                   or (bool(max_steps) and len(rows) >= max_steps)) and not last
-            if last or cut or step + 1 in at or (save_every and (step + 1) % save_every == 0):
-                checkpoint(step + 1, done=last)
-            if cut:
-                break
-    finally:
-        bar.close()
-        if metrics_f:
-            metrics_f.close()
-        model.eval()
-    return rows
+    def elapsed(self) -> float:
+        return self.before + time.perf_counter() - self.t0
+
+    def write(self, row: dict) -> None:
+        if self.metrics_f:
+            self.metrics_f.write(json.dumps(row) + "\n")
+            self.metrics_f.flush()
+        if self.log:
+            self.log(row)
+
+    def run_eval(self, step: int) -> None:
+        self.model.eval()
+        res = self.evaluate(self.model)
+        self.model.train()
+        self.write({"at_step": step, "fraction": round(step / self.total_steps, 4), **res})
+
+    def checkpoint(self, step: int, done: bool = False) -> None:
+        import torch
+
+        if not self.out_dir:
+            return
+        _save_state(self.out_dir, {
+            "step": step, "done": done, "config": self.config, "order": list(self.order), "rng": self.rng.getstate(),
+            "torch_rng": torch.get_rng_state(), "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+            "params": {k: p.detach().clone() for k, p in self.named.items()}, "seconds": self.elapsed(),
+            "tokens": self.tokens, "run": dict(self.smoothed),
+            "metrics_bytes": self.metrics_f.tell() if self.metrics_f else 0,
+            "eval_state": getattr(self.evaluate, "state", None)})
+
+    def _one_step(self, step: int, bar) -> None:
+        item = _next_item(self.items, self.order, self.rng)
+        losses = _step(self.model, item, self.rng, self.opt, self.sched, self.params, self.w_ar, self.w_local,
+                       self.grad_clip)
+        self.tokens += (len(item["prompt_ids"]) + len(item["fixed_point"])) * (3 if "local" in losses else 2)
+        row = _metrics_row(step, len(self.items), losses, self.sched, self.t0, self.tokens)
+        row["seconds"] = round(self.elapsed(), 3)
+        self.rows.append(row)
+        self.write(row)
+        bar.set_postfix({k: f"{v:.3f}" for k, v in _smooth(self.smoothed, row).items()})
+
+    def run(self, save, save_every: int, progress: bool, max_seconds: float, max_steps: int) -> list[dict]:
+        from tqdm import tqdm
+
+        self._open_metrics()
+        self.t0 = time.perf_counter()
+        self.model.train()
+        bar = tqdm(range(self.start, self.total_steps), desc="train", unit="step", file=sys.stderr,
+                   disable=not progress, initial=self.start, total=self.total_steps)
+        try:
+            if self.evaluate and self.start == 0:
+                self.run_eval(0)
+            for step in bar:
+                self._one_step(step, bar)
+                last = step + 1 == self.total_steps
+                if step + 1 in self.at:
+                    self.run_eval(step + 1)
+                if save and save_every and (step + 1) % save_every == 0 and not last:
+                    save(str(Path(self.out_dir or ".") / CHECKPOINT_DIR))
+                cut = ((bool(max_seconds) and time.perf_counter() - self.t0 > max_seconds)
+                       or (bool(max_steps) and len(self.rows) >= max_steps)) and not last
+                if last or cut or step + 1 in self.at or (save_every and (step + 1) % save_every == 0):
+                    self.checkpoint(step + 1, done=last)
+                if cut:
+                    break
+        finally:
+            bar.close()
+            if self.metrics_f:
+                self.metrics_f.close()
+            self.model.eval()
+        return self.rows
 
 
 def read_evals(path: str) -> list[dict]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .methods.lookahead_pool import replay
-from .trace import Trace
-from .verify import ORIGINS
+from .trace import ORIGINS, Trace
 
 # Provenance labels (where each output token came from), in the order views list them. The
 # verifier decides them (decoding/verify.py) and each step stores them (Step.origins).

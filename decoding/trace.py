@@ -22,6 +22,35 @@ from typing import Any
 SCHEMA_VERSION = 2  # 2: Step.origins (version 1 traces still load: origins are derived on loading)
 READS_VERSIONS = (1, 2)
 
+# Where a committed token came from (Step.origins), decided by the verifier (decoding/verify.py).
+ORIGINS = {
+    "prefill": "first token, from the prefill",
+    "step": "the model's own next token of a step (what AR would produce; under sampling: the token drawn)",
+    "jacobi": "Jacobi fast-forward: a guess that had already converged",
+    "pool": "lookahead pool n-gram harvested from the window",
+    "prompt_pool": "lookahead pool n-gram seeded from the prompt",
+    "output_pool": "lookahead pool n-gram harvested from committed output",
+    "pld": "prompt-lookup draft copied from prompt or output",
+    "recycled": "Token Recycling: a successor from the adjacency matrix of earlier forwards' top-k predictions",
+}
+# lookahead pool entry source (LookaheadRecord.origins) -> the origin of the tokens it gives
+POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
+
+
+class _Methods:
+    """The method registry, registered by decoding.methods when it is imported (it imports this
+    module's records, so this module does not import it): the validator checks a trace's method
+    and params against it."""
+
+    registry: dict = {}
+    resolve = None  # resolve_params(method, params), raising error on a bad value
+    sampling: dict = {}  # the sampling params' defaults
+    error: type = ValueError
+
+
+def register_methods(registry: dict, resolve, sampling: dict, error: type) -> None:
+    _Methods.registry, _Methods.resolve, _Methods.sampling, _Methods.error = registry, resolve, sampling, error
+
 
 class TraceError(ValueError):
     """A trace file or dict that does not follow the schema."""
@@ -163,7 +192,7 @@ class Step:
     pld: PldRecord | None = None
     recycling: RecyclingRecord | None = None
     sampling: SampleRecord | None = None  # only when the run sampled (temperature > 0)
-    # where each committed token came from (decoding.verify.ORIGINS), decided by the verifier:
+    # where each committed token came from (ORIGINS), decided by the verifier (decoding/verify.py):
     # accepted guesses first, the model's own token ("step") last
     origins: list[str] = field(default_factory=list)
     budget: BudgetRecord | None = None  # only for budget="auto" runs
@@ -382,9 +411,7 @@ def _trace_from_dict(d: Any) -> Trace:
                                       f"{', '.join(map(str, READS_VERSIONS))})")
     required = {"method", "params", "model_id", "device", "dtype", "prompt_ids", "output_ids", "steps"}
     _obj(d, "trace", required)
-    from .methods import REGISTRY  # the method registry (it imports this module's records)
-
-    _check(isinstance(d["method"], str) and d["method"] in REGISTRY, f"unknown method {d['method']!r}")
+    _check(isinstance(d["method"], str) and d["method"] in _Methods.registry, f"unknown method {d['method']!r}")
     _check(isinstance(d["params"], dict), "params must be an object")
     for k in ("model_id", "device", "dtype"):
         _check(isinstance(d[k], str), f"{k} must be a string")
@@ -455,8 +482,6 @@ def _trace_from_dict(d: Any) -> Trace:
 
 
 def _origins(s: dict, step: Step, method: str, w: str) -> list[str]:
-    from .verify import ORIGINS
-
     o = s.get("origins")
     _check(isinstance(o, list) and len(o) == len(step.tokens) and all(x in ORIGINS for x in o),
            f"{w}.origins must name one origin ({', '.join(ORIGINS)}) per token")
@@ -466,8 +491,6 @@ def _origins(s: dict, step: Step, method: str, w: str) -> list[str]:
 def legacy_origins(method: str, step: Step) -> list[str]:
     """Origins of a version-1 step (which did not store them): the accepted guesses first, then
     the model's own token, as the verifier of version 2 decides them."""
-    from .methods.lookahead import POOL_ORIGIN
-
     src, m = "step", 0
     la = step.lookahead
     if step.sampling is not None:
@@ -552,17 +575,14 @@ def _check_trace(t: Trace) -> None:
 
 
 def _check_header(t: Trace) -> None:
-    from .methods import REGISTRY, SAMPLING_DEFAULTS, resolve_params
-    from .methods.spec import ConfigError
-
     _check(all(isinstance(k, str) for k in t.params), "params must map names to values")
     for k, v in t.params.items():
         _check(v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)),
                f"params.{k} must be a number, a string or true/false")
-    known = set(REGISTRY[t.method].defaults) | set(SAMPLING_DEFAULTS)
+    known = set(_Methods.registry[t.method].defaults) | set(_Methods.sampling)
     try:
-        resolve_params(t.method, {k: v for k, v in t.params.items() if k in known})
-    except ConfigError as e:
+        _Methods.resolve(t.method, {k: v for k, v in t.params.items() if k in known})
+    except _Methods.error as e:
         raise TraceError(f"params: {e}") from None
     _check(len(_token_ids(t.prompt_ids, "prompt_ids")) >= 1, "prompt_ids must not be empty")
     _token_ids(t.output_ids, "output_ids")

@@ -24,20 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .trace import SampleRecord
-
-# Where a committed token came from (decided by the verifier, stored per step in the trace).
-ORIGINS = {
-    "prefill": "first token, from the prefill",
-    "step": "the model's own next token of a step (what AR would produce; under sampling: the token drawn)",
-    "jacobi": "Jacobi fast-forward: a guess that had already converged",
-    "pool": "lookahead pool n-gram harvested from the window",
-    "prompt_pool": "lookahead pool n-gram seeded from the prompt",
-    "output_pool": "lookahead pool n-gram harvested from committed output",
-    "pld": "prompt-lookup draft copied from prompt or output",
-    "recycled": "Token Recycling: a successor from the adjacency matrix of earlier forwards' top-k predictions",
-}
-
+from .trace import ORIGINS, SampleRecord  # noqa: F401 (ORIGINS: where a committed token came from)
 
 @dataclass
 class Chain:

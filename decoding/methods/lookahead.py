@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
-from ..trace import BudgetRecord, LookaheadRecord
+from ..trace import POOL_ORIGIN, BudgetRecord, LookaheadRecord
 from ..verify import Chain, Proposal
 from .base import Method
 from .lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d
@@ -28,8 +28,6 @@ from .spec import MethodSpec, Param
 from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
 
 CHAIN_HOPS = 2  # budget="auto": a candidate may go on through the pool this many n-grams deeper
-# pool entry source -> the origin of the tokens it gives (decoding.verify.ORIGINS)
-POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
 
 
 def fed_tokens(W: int, N: int, candidates: int, levels: int | None = None) -> int:
