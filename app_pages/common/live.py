@@ -46,10 +46,13 @@ class LiveRun:
             r.stop()
 
 
+def tokens(k: int) -> str:
+    return f"{k} token" + ("" if k == 1 else "s")
+
+
 def stopped_source(trace, when: float | None = None) -> str:
     """The source label of a live run's trace: finished, or stopped after k tokens."""
-    what = (f"stopped after {len(trace.output_ids)} tokens" if trace.stop_reason in ("stopped", "")
-            else "finished")
+    what = f"stopped after {tokens(len(trace.output_ids))}" if trace.stop_reason in ("stopped", "") else "finished"
     return f"live run ({what}, {time.strftime('%H:%M:%S', time.localtime(when))})"
 
 

@@ -403,7 +403,7 @@ def stream(run, lm, ids: list[int], method: str, lv: live.LiveRun, lock: threadi
         if trace.output_ids:
             res.put(trace, live.stopped_source(trace))
             if trace.stop_reason == "stopped":
-                lv.kept.append(f"{METHOD_NAMES[method]} after {len(trace.output_ids)} tokens")
+                lv.kept.append(f"{METHOD_NAMES[method]} after {live.tokens(len(trace.output_ids))}")
     if not chunks and run.output:  # only the prefill's token (max_new_tokens 1, or EOS at once)
         out.markdown(chunks_html([("".join(lm.pieces(list(run.output), ids)), len(run.output))]), unsafe_allow_html=True)
     prog.progress(1.0, text=f"done: {len(trace.output_ids)} tokens in {trace.n_steps} steps "
