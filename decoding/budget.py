@@ -161,6 +161,7 @@ class Acceptance:
     strength: float = 2.0  # the prior counts as this many observations
     default: float = 0.1
     counts: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    idle: int = 0  # steps in a row that fed no guess
 
     def p(self, source: str, depth: int) -> float:
         if depth <= 1:
@@ -174,6 +175,17 @@ class Acceptance:
         c = self.counts.setdefault((source, depth), [0, 0])
         c[0] += int(accepted)
         c[1] += 1
+
+    def wants_data(self) -> bool:
+        """Whether the next step should feed at least its most likely guess even where the estimates
+        say it does not pay: while fewer than EXPLORE_MIN first guesses have been verified, and after
+        EXPLORE_EVERY steps in a row without a guess (estimates only move when guesses are fed)."""
+        seen = sum(n for (_, d), (_, n) in self.counts.items() if d == 1)
+        return seen < EXPLORE_MIN or self.idle >= EXPLORE_EVERY
+
+    def chose(self, nodes: int) -> None:
+        """Count the steps in a row that fed no guess."""
+        self.idle = 0 if nodes else self.idle + 1
 
     def snapshot(self, depth: int = 1) -> dict[str, float]:
         sources = sorted({s for s, _ in self.counts} | set(self.priors))
@@ -224,6 +236,8 @@ class DraftTree:
 
 
 TOLERANCE = 0.002  # relative gains in tokens per cost smaller than this are ignored
+EXPLORE_MIN = 6  # first guesses to verify before the estimates alone decide
+EXPLORE_EVERY = 8  # after this many steps without a guess, feed the most likely one to look again
 
 
 @dataclass
@@ -240,10 +254,11 @@ class Choice:
 
 
 def choose(tree: DraftTree, acc: Acceptance, costs: StepCosts, base_fed: int = 1, bonus: float = 0.0,
-           max_nodes: int | None = None) -> Choice:
+           max_nodes: int | None = None, explore: bool = False) -> Choice:
     """The prefix of the nodes (most likely first) that maximises expected tokens per cost.
     ``base_fed``: tokens fed whatever the choice (the current token, a window); ``bonus``: expected
-    value of that fixed part (e.g. the window's future n-grams)."""
+    value of that fixed part (e.g. the window's future n-grams); ``explore``: where nothing pays,
+    feed the most likely node alone, so that the estimates can learn (Acceptance.wants_data)."""
     reach = tree.reach(acc)
     order = sorted(range(len(tree.nodes)), key=lambda i: (-reach[i], tree.nodes[i].depth, i))
     if max_nodes is not None:
@@ -261,6 +276,8 @@ def choose(tree: DraftTree, acc: Acceptance, costs: StepCosts, base_fed: int = 1
     # the smallest prefix within TOLERANCE of the best rate: a gain inside the cost model's noise
     # is not worth feeding for
     best_n = next(n for n, r in enumerate(rates) if r >= max(rates) / (1 + TOLERANCE))
+    if explore and best_n == 0 and order:  # look, at the least cost: the most likely guess alone
+        best_n = 1
     chosen = sorted(order[:best_n])  # node indices grow with depth along a path: parents first
     return Choice(chosen, base_fed + best_n, exp_at[best_n], costs.cost(base_fed + best_n), options)
 

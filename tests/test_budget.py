@@ -123,7 +123,7 @@ def test_lookahead_chooses_the_papers_budget_on_a_flat_curve():
 def test_lookahead_chooses_a_small_budget_on_this_cpus_curve():
     la, prop = _lookahead_on(cpu())
     b = prop.budget
-    assert not b.window and b.fed <= 8 and b.fed == 1 + len(prop.tokens)
+    assert not b.window and b.fed <= 2 and b.fed == 1 + len(prop.tokens)  # nothing pays: one guess, to learn
     assert [o[0] for o in b.options][0] == 1  # a plain AR step was weighed
 
 
@@ -229,3 +229,21 @@ def test_auto_lookahead_chains_candidates_through_the_pool_and_the_views_draw_th
     assert max(len(c) for s in tr.steps for c in s.lookahead.candidates) > 2  # longer than N - 1: chained
     for fig in (vl.step_animation(tr), vl.position_animation(tr)):
         assert fig.frames and len(fig.frames) == len(vl.lookahead_steps(tr))
+
+
+def test_explore_feeds_the_best_guess_until_acceptance_is_measured():
+    t = DraftTree()
+    t.add([5, 6], "a")
+    acc = Acceptance({"a": 0.001})
+    assert acc.wants_data()
+    assert choose(t, acc, cpu()).nodes == []  # the estimates alone: not worth it here
+    explored = choose(t, acc, cpu(), explore=True)
+    assert explored.nodes == [0] and explored.fed == 2  # the most likely node alone
+    for _ in range(6):
+        acc.observe("a", 1, False)
+    assert not acc.wants_data()
+    for _ in range(8):
+        acc.chose(0)
+    assert acc.wants_data()  # eight plain steps in a row: look again
+    acc.chose(1)
+    assert not acc.wants_data()

@@ -81,8 +81,9 @@ class Lookahead(Method):
     def _choice(self, run, tree: DraftTree) -> tuple[Choice, bool]:
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
             return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]]), False
-        off = choose(tree, self.acc, run.costs, 1)
-        on = choose(tree, self.acc, run.costs, 1 + len(self.window) * self.W, bonus=self.window_value())
+        explore = self.acc.wants_data()
+        off = choose(tree, self.acc, run.costs, 1, explore=explore)
+        on = choose(tree, self.acc, run.costs, 1 + len(self.window) * self.W, bonus=self.window_value(), explore=explore)
         for o in on.options:
             o.append(1)
         return (on, True) if on.rate > off.rate else (off, False)
@@ -103,6 +104,7 @@ class Lookahead(Method):
         for c, o in self.pool.candidates(run.cur)[:self.G]:
             tree.add(self._chained(c, CHAIN_HOPS), o)
         choice, window = self._choice(run, tree)
+        self.acc.chose(len(choice.nodes))
         levels, W = len(self.window), self.W
         head = lookahead_layout(W, self.N, 0, levels) if window else lookahead_layout(W, self.N, 0, 0)
         first = len(head)

@@ -67,7 +67,8 @@ class PromptLookup(Method):
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
             choice = Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
         else:
-            choice = choose(tree, self.acc, run.costs, 1)
+            choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
+        self.acc.chose(len(choice.nodes))
         tokens, parents, depths, chains = fed_tree(tree, choice.nodes, 1, lambda s: "pld")
         mask = offsets = None
         if any(p != i - 1 for i, p in enumerate(parents)):  # branches: a tree mask (one path is causal)

@@ -106,7 +106,9 @@ class TokenRecycling(Method):
     def _choice(self, run, tree: DraftTree) -> Choice:
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
             return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
-        return choose(tree, self.acc, run.costs, 1)
+        choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
+        self.acc.chose(len(choice.nodes))
+        return choice
 
     def update(self, run, proposal, verdict, argmax, committed, topk=None):
         tree, chosen = proposal.info["tree"], proposal.info["chosen"]
