@@ -1,7 +1,8 @@
 """Make the example traces every app page opens on (assets/example_<method>.json).
 
-All four methods decode the same prompt with the bundled model (greedy, chat mode), so the
-Compare page can set them side by side. Run from the repo root:
+Every method of the registry decodes the same prompt with the bundled model (greedy, chat mode,
+the registry's default settings), so the Compare page can set them side by side; one more lookahead
+run uses the cost-aware budget (example_lookahead_auto.json). Run from the repo root:
 
     python scripts/make_example_traces.py [--max-new-tokens 80] [--out assets]
 
@@ -18,15 +19,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from decoding.model import load_model  # noqa: E402
-from decoding.run import DEFAULT_PARAMS, Run  # noqa: E402
+from decoding.loop import Run  # noqa: E402
+from decoding.methods import REGISTRY  # noqa: E402
 
 PROMPT = ("Write a Python function is_prime(n) that checks whether n is a prime number, "
           "then use it to print all the primes below 50.")
-PARAMS = {
-    "ar": {},
-    "jacobi": {"n": 16, "seed": 0},
-    "lookahead": {**DEFAULT_PARAMS["lookahead"], "W": 5, "N": 4, "G": 5},
-    "pld": {"k": 10, "max_ngram": 3},
+# file name -> (method, params): one example per method with its registry defaults, and one
+# cost-aware (budget=auto) lookahead run, whose choices depend on this machine's step times
+EXAMPLES = {m: (m, dict(REGISTRY[m].defaults)) for m in REGISTRY} | {
+    "lookahead_auto": ("lookahead", REGISTRY["lookahead"].defaults | {"budget": "auto"}),
 }
 
 
@@ -41,13 +42,13 @@ def main() -> None:
     chat = not a.no_chat
     ids = lm.encode(a.prompt, chat=chat)
     os.makedirs(a.out, exist_ok=True)
-    for method, params in PARAMS.items():
+    for name, (method, params) in EXAMPLES.items():
         t0 = time.perf_counter()
         trace = Run(lm, ids, method, params, a.max_new_tokens, prompt_text=a.prompt, chat=chat).decode()
-        path = os.path.join(a.out, f"example_{method}.json")
+        path = os.path.join(a.out, f"example_{name}.json")
         trace.save(path)
         s = trace.summary()
-        print(f"{method:10s} {s['new_tokens']} tokens, {s['steps']} steps, {s['tokens_per_step']:.2f} tokens/step, "
+        print(f"{name:15s} {s['new_tokens']} tokens, {s['steps']} steps, {s['tokens_per_step']:.2f} tokens/step, "
               f"{time.perf_counter() - t0:.1f} s -> {path} ({os.path.getsize(path) // 1024} KiB)")
 
 
