@@ -352,7 +352,8 @@ def test_cli_sampling_options(capsys):
 
     a = cli.build_parser().parse_args(["generate", "--prompt", "hi", "--method", "pld", "--temperature", "0.7",
                                        "--top-k", "40", "--top-p", "0.9", "--sample-seed", "3"])
-    assert cli.method_params("pld", a) == {"k": 10, "max_ngram": 3, "temperature": 0.7, "top_k": 40, "top_p": 0.9, "sample_seed": 3}
+    assert cli.method_params("pld", a) == {"k": 10, "max_ngram": 3, "budget": "fixed", "temperature": 0.7, "top_k": 40,
+                                           "top_p": 0.9, "sample_seed": 3}
     greedy = cli.build_parser().parse_args(["generate", "--prompt", "hi", "--top-k", "40"])
     assert cli.method_params("lookahead", greedy) == resolve_params("lookahead", None)
     # jacobi refuses before any model is loaded
