@@ -106,7 +106,7 @@ class Lookahead(Method):
         choice, window = self._choice(run, tree)
         self.acc.chose(len(choice.nodes))
         levels, W = len(self.window), self.W
-        head = lookahead_layout(W, self.N, 0, levels) if window else lookahead_layout(W, self.N, 0, 0)
+        head = lookahead_layout(W, self.N, 0, levels if window else 0)  # the current token (+ the window)
         first = len(head)
         tokens, parents, depths, chains = fed_tree(tree, choice.nodes, first, POOL_ORIGIN.get)
         if window:
@@ -119,8 +119,9 @@ class Lookahead(Method):
         rows = [0] + top + list(range(first, first + len(choice.nodes)))
         budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, window,
                               [o[:3] for o in choice.options], self.acc.snapshot(), round(run.costs.excess(), 3))
-        info = {"sources": [tree.nodes[p[-1]].source for p in paths(tree, choice.nodes)], "window": window,
-                "tree": tree, "chosen": choice.nodes}
+        leaves = paths(tree, choice.nodes)  # in the order of the chains
+        info = {"sources": [tree.nodes[p[-1]].source for p in leaves], "window": window,
+                "tree": tree, "chosen": choice.nodes, "paths": leaves}
         return Proposal(tokens, chains, offsets, mask, rows, info, budget)
 
     def _learn(self, proposal, verdict) -> None:
@@ -128,7 +129,7 @@ class Lookahead(Method):
         accepted = []
         if verdict.chosen >= 0:
             a = len(verdict.tokens) - 1
-            accepted = paths(tree, chosen)[verdict.chosen][:a]
+            accepted = proposal.info["paths"][verdict.chosen][:a]
         observe_tree(tree, chosen, accepted, self.acc)
         self.window_tokens += sum(1 for i in accepted if tree.nodes[i].source == "window")
         self.window_feeds += proposal.info["window"]
