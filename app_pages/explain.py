@@ -37,7 +37,7 @@ if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_i
 ui.budget_section(t, "explain")  # budget=auto: the decisions (no curve needed: the run calibrated its own)
 
 # ---- the step-cost curve ------------------------------------------------------------------------------
-key = (t.model_id, t.device, t.dtype)
+key = (t.model_id, t.device, t.dtype, t.kernel)
 found = ui.cost_curve(*key, shipped=SHIPPED_CURVES)
 
 

@@ -72,8 +72,8 @@ def step_costs_for(lm, threads: int | None = None) -> StepCosts:
     model/device/dtype, else the generic one of the device type; then calibrated online."""
     from .perf.costs import CurveError, CostCurve, cached_curve
 
-    device, dtype = str(lm.device), str(lm.dtype)
-    curve = cached_curve(lm.model_id, device, dtype, threads)
+    device, dtype, kernel = str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")
+    curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
     source = "measured on this machine"
     if curve is None:
         for p in SHIPPED_CURVES:
@@ -81,7 +81,7 @@ def step_costs_for(lm, threads: int | None = None) -> StepCosts:
                 c = CostCurve.load(p)
             except (OSError, CurveError):
                 continue
-            if (c.model_id, c.device, c.dtype) == (lm.model_id, device, dtype):
+            if (c.model_id, c.device, c.dtype, c.kernel) == (lm.model_id, device, dtype, kernel):
                 curve, source = c, f"shipped ({p.name})"
                 break
     if curve is None:

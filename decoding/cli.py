@@ -55,6 +55,9 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
                         "(devices: 0, cuda:1, cpu, disk) or a JSON file (default: the whole model on --device)")
     p.add_argument("--max-memory", default=None, help="with --device-map: the most each device holds, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
     p.add_argument("--offload-folder", default=None, help="with --device-map: where layers mapped to 'disk' are kept")
+    p.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"],
+                   help="the linear layers' product in decoding steps: skinny (W @ x.T, decoding/kernels.py), "
+                        "stock (F.linear), auto: skinny where it measures faster, i.e. on an x86 CPU with MKL [auto]")
     p.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 
@@ -140,7 +143,8 @@ def _load_model(a):
 
     split = {k: getattr(a, k) for k in ("device_map", "max_memory", "offload_folder") if getattr(a, k, None)}
     device = a.device or (None if split else shard.local_device())  # one GPU per rank under a launcher
-    return load_model(a.model, device, a.dtype, progress=lambda m: print(m, file=sys.stderr), **split)
+    return load_model(a.model, device, a.dtype, progress=lambda m: print(m, file=sys.stderr),
+                      kernel=getattr(a, "kernel", "auto"), **split)
 
 
 def _progress(frac: float, msg: str) -> None:
@@ -315,7 +319,7 @@ def _bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, a, re
     for row in fresh:
         # sampled runs draw different (equally distributed) text: token equality says nothing
         row["matches_ar"] = None if ref is None or sampling else row["output_ids"] == ref
-        row["dtype"] = str(lm.dtype)
+        row["dtype"], row["kernel"] = str(lm.dtype), getattr(lm, "kernel", "stock")
         if row["matches_ar"] is not None:  # how many tokens match, where the first divergence is, AR's logit gap there
             from .exactness import compare_to_ar
 

@@ -101,7 +101,7 @@ class Run:
         self._stopped = False
         self._started = False
         self.trace = Trace(method=method, params=self.params, model_id=lm.model_id, device=str(lm.device),
-                           dtype=str(lm.dtype), prompt_ids=list(self.prompt_ids), prompt_text=prompt_text,
+                           dtype=str(lm.dtype), kernel=getattr(lm, "kernel", "stock"), prompt_ids=list(self.prompt_ids), prompt_text=prompt_text,
                            chat=chat, max_new_tokens=max_new_tokens, eos_token_ids=sorted(self.eos), recorded=record)
 
     # state the methods read

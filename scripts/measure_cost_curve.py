@@ -1,6 +1,6 @@
 """Measure the step-cost curve of the bundled model on this machine and ship it in assets/.
 
-    python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5]
+    python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5] [--kernel auto]
 
 The Explain page opens on this file when the live curve of the model/device is not cached yet,
 so it works without measuring. The curve is also written to the cache folder (decoding.perf.costs).
@@ -25,12 +25,13 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"], help="the linear layers' product (decoding/kernels.py)")
     a = ap.parse_args()
-    lm = load_model(None, device=a.device, progress=print)
+    lm = load_model(None, device=a.device, progress=print, kernel=a.kernel)
     c = measure_curve(lm, context=a.context, repeats=a.repeats,
                       progress=lambda f, m: print(f"[{f:4.0%}] {m}", flush=True))
     c.save(a.out)
-    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads))
+    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads, c.kernel))
     print(f"{c.model_id} on {c.regime}; AR overhead {c.ar_overhead}")
     for k, s, r in zip(c.ks, c.seconds, c.relative()):
         print(f"k={k:>4}  {s * 1000:8.1f} ms  {r:5.2f}x")

@@ -462,20 +462,20 @@ def decode_pair(folder: str) -> None:
 
 
 # ---- the step-cost curve (Explain) ------------------------------------------------------------------
-def cost_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> CurveFound | None:
+def cost_curve(model_id: str, device: str, dtype: str, kernel: str = "stock", shipped: tuple = ()) -> CurveFound | None:
     """The step-cost curve of a model on a device (this session's, the cache folder's or a shipped
     one; looked up once per session)."""
     from decoding.perf import costs
 
     curves = results().curves
-    key = (model_id, device, dtype)
+    key = (model_id, device, dtype, kernel)
     if key not in curves:
-        found = costs.find_curve(model_id, device, dtype, shipped)
+        found = costs.find_curve(model_id, device, dtype, shipped, kernel)
         curves[key] = CurveFound(*found) if found is not None else None
     return curves[key]
 
 
-def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
+def measure_cost_curve(expected: tuple[str, str, str, str], made_with: str) -> None:
     """Measure the sidebar's model's step-cost curve now (holding the model lock) and keep it for
     this session; says so when the sidebar's model is not the one ``expected``."""
     from decoding.perf.measure import load_or_measure
@@ -486,7 +486,7 @@ def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
         return
     with st.spinner(f"Loading {name or 'the bundled model'}…"):
         lm = loaded_model(name)
-    if (lm.model_id, str(lm.device), str(lm.dtype)) != tuple(expected):
+    if (lm.model_id, str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")) != tuple(expected):
         st.warning(f"The sidebar's model is {md(lm.model_id)} on {md(str(lm.device))}; this trace was made with "
                    f"{md(made_with)}. Measuring the sidebar's model.")
     bar = st.progress(0.0, text="measuring the step cost…")
@@ -497,7 +497,7 @@ def measure_cost_curve(expected: tuple[str, str, str], made_with: str) -> None:
             if not held:
                 return
             c = load_or_measure(lm, progress=lambda f, m: bar.progress(min(f, 1.0), text=m), force=True)
-        curves[(c.model_id, c.device, c.dtype)] = CurveFound(c, "measured on this machine just now")
+        curves[(c.model_id, c.device, c.dtype, c.kernel)] = CurveFound(c, "measured on this machine just now")
     finally:
         lv.done.set()
     bar.empty()

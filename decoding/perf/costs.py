@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 CURVE_VERSION = 1
-DEFAULT_KS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+DEFAULT_KS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # dense where budgets live
 DEFAULT_CONTEXT = 256
 
 
@@ -45,6 +45,7 @@ class CostCurve:
     measured_at: str = ""
     load_avg: float | None = None  # the machine's 1-minute load average after measuring (busy: noisy curve)
     version: int = CURVE_VERSION
+    kernel: str = "stock"  # the linear layers' kernel the model ran with (decoding.kernels)
 
     def relative(self) -> list[float]:
         """c(k) / c(1) at each measured k."""
@@ -70,10 +71,11 @@ class CostCurve:
     @property
     def regime(self) -> str:
         """One phrase for where the numbers come from."""
-        return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}), {self.context} cached tokens"
+        kernel = ", skinny matmul" if self.kernel == "skinny" else ""
+        return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}{kernel}), {self.context} cached tokens"
 
     def key(self) -> str:
-        return curve_key(self.model_id, self.device, self.dtype, self.threads)
+        return curve_key(self.model_id, self.device, self.dtype, self.threads, self.kernel)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,33 +110,35 @@ class CostCurve:
             raise CurveError(f"{path} is not JSON: {e}") from None
 
 
-def curve_key(model_id: str, device: str, dtype: str, threads: int) -> str:
+def curve_key(model_id: str, device: str, dtype: str, threads: int, kernel: str = "stock") -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("_")[:80]
-    return f"{slug}__{device}__{dtype}__t{threads}"
+    return f"{slug}__{device}__{dtype}__t{threads}" + ("" if kernel == "stock" else f"__{kernel}")
 
 
-def curve_path(model_id: str, device: str, dtype: str, threads: int) -> Path:
+def curve_path(model_id: str, device: str, dtype: str, threads: int, kernel: str = "stock") -> Path:
     from ..model import cache_dir
 
-    return cache_dir() / "costs" / f"{curve_key(model_id, device, dtype, threads)}.json"
+    return cache_dir() / "costs" / f"{curve_key(model_id, device, dtype, threads, kernel)}.json"
 
 
-def cached_curve(model_id: str, device: str, dtype: str, threads: int | None = None) -> CostCurve | None:
+def cached_curve(model_id: str, device: str, dtype: str, threads: int | None = None,
+                 kernel: str = "stock") -> CostCurve | None:
     """The measured curve in the cache folder, or None."""
     if threads is None:
         import torch
 
         threads = torch.get_num_threads()
-    p = curve_path(model_id, device, dtype, threads)
+    p = curve_path(model_id, device, dtype, threads, kernel)
     try:
         return CostCurve.load(p)
     except (OSError, CurveError):
         return None
 
 
-def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> tuple[CostCurve, str] | None:
-    """A curve for this model/device/dtype without importing torch: the newest one measured into
-    the cache folder (any thread count), else one of the ``shipped`` files that matches.
+def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = (),
+               kernel: str = "stock") -> tuple[CostCurve, str] | None:
+    """A curve for this model/device/dtype/kernel without importing torch: the newest one measured
+    into the cache folder (any thread count), else one of the ``shipped`` files that matches.
     Returns (curve, where it came from) or None."""
     from ..model import cache_dir
 
@@ -142,15 +146,17 @@ def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = ()) -> t
     found = sorted((cache_dir() / "costs").glob(f"{glob_escape(prefix)}*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for p in found:
         try:
-            return CostCurve.load(p), f"measured on this machine ({p.name})"
+            c = CostCurve.load(p)
         except (OSError, CurveError):
             continue
+        if c.kernel == kernel:
+            return c, f"measured on this machine ({p.name})"
     for p in shipped:
         try:
             c = CostCurve.load(p)
         except (OSError, CurveError):
             continue
-        if (c.model_id, c.device, c.dtype) == (model_id, device, dtype):
+        if (c.model_id, c.device, c.dtype, c.kernel) == (model_id, device, dtype, kernel):
             return c, f"shipped with the app ({Path(p).name}, measured {c.measured_at})"
     return None
 

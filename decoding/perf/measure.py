@@ -34,7 +34,8 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     return CostCurve(model_id=lm.model_id, device=str(lm.device), dtype=str(lm.dtype), threads=torch.get_num_threads(),
                      context=context, ks=ks, seconds=[statistics.median(times[k]) for k in ks], repeats=repeats,
                      ar_overhead=ar_overhead, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                     load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+                     load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                     kernel=getattr(lm, "kernel", "stock"))
 
 
 def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) -> dict[int, list[float]]:
@@ -83,9 +84,9 @@ def load_or_measure(lm, progress=None, force: bool = False, **kw) -> CostCurve:
 
     threads = torch.get_num_threads()
     if not force:
-        c = cached_curve(lm.model_id, str(lm.device), str(lm.dtype), threads)
+        c = cached_curve(lm.model_id, str(lm.device), str(lm.dtype), threads, getattr(lm, "kernel", "stock"))
         if c is not None:
             return c
     c = measure_curve(lm, progress=progress, **kw)
-    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads))
+    c.save(curve_path(c.model_id, c.device, c.dtype, c.threads, c.kernel))
     return c

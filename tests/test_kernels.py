@@ -1,0 +1,99 @@
+"""The skinny linear kernel (decoding/kernels.py): the same products as F.linear up to float
+rounding, F.linear wherever it does not apply, and every method on a model that uses it still
+equals transformers' greedy generate on the stock model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from decoding.kernels import MAX_ROWS, skinny_forward, skinny_rows, use_skinny
+from decoding.loop import decode
+from decoding.model import ModelError, _check_options
+from decoding.trace import Trace, TraceError
+from test_equivalence import SETTINGS, _prompt
+from tiny import generate_greedy, tiny_lm
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_skinny_products_equal_linear(bias):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(48, 80, bias=bias)
+    with torch.inference_mode():
+        for rows in range(1, MAX_ROWS + 9):
+            for shape in ((1, rows, 48), (rows, 48)):
+                x = torch.randn(*shape)
+                got, ref = skinny_forward(lin, x), F.linear(x, lin.weight, lin.bias)
+                assert got.shape == ref.shape and got.is_contiguous()
+                if skinny_rows(rows):
+                    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+                else:  # the rows the skinny path does not take: F.linear itself, bit for bit
+                    assert torch.equal(got, ref), rows
+        x = torch.randn(1, 3, 48).transpose(0, 1)  # a non-contiguous input
+        torch.testing.assert_close(skinny_forward(lin, x), F.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-5)
+
+
+def test_rows_rule():
+    assert [r for r in range(1, 41) if skinny_rows(r)] == list(range(1, 12)) + [16, 24, 32]
+    assert not skinny_rows(0)
+
+
+def test_training_keeps_linear_and_its_gradients():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 8)
+    use_skinny(torch.nn.Sequential(lin), "skinny")
+    x = torch.randn(1, 2, 16, requires_grad=True)
+    y = lin(x)  # grad enabled: F.linear, bit for bit
+    assert torch.equal(y, F.linear(x, lin.weight, lin.bias))
+    y.sum().backward()
+    assert lin.weight.grad is not None and x.grad is not None
+
+
+def test_kernel_choice():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    before = model[0].forward
+    assert use_skinny(model, "stock") == "stock" and model[0].forward == before
+    with pytest.raises(ValueError, match="unknown kernel"):
+        use_skinny(model, "fast")
+    assert use_skinny(model, "skinny") == "skinny" and model[0].forward != before
+    with pytest.raises(ModelError, match="kernel"):
+        _check_options("cpu", None, "fast", None, False)
+    with pytest.raises(ModelError, match="device-map"):
+        _check_options("cpu", None, "skinny", "auto", False)
+    assert _check_options("cpu", None, "auto", None, False) == "float32"
+
+
+@pytest.fixture(scope="module")
+def skinny_models():
+    out = {}
+    for key in (("llama", 0), ("qwen2", 1)):
+        lm = tiny_lm(*key)
+        assert use_skinny(lm.model, "skinny") == "skinny"
+        out[key] = (dataclasses.replace(lm, kernel="skinny"), tiny_lm(*key))  # (skinny, stock twin)
+    return out
+
+
+@pytest.mark.parametrize("key", [("llama", 0), ("qwen2", 1)], ids=lambda k: f"{k[0]}{k[1]}")
+@pytest.mark.parametrize("method,params", SETTINGS, ids=lambda x: str(x) if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()))
+def test_skinny_runs_equal_stock_generate(skinny_models, key, method, params):
+    skinny, stock = skinny_models[key]
+    for plen, K in ((1, 21), (9, 30), (45, 37)):
+        prompt = _prompt(plen * 7 + key[1], plen)
+        out = decode(skinny, prompt, method, params, K)
+        assert out.output_ids == generate_greedy(stock, prompt, K), (plen, K)
+        assert out.kernel == "skinny"
+
+
+def test_trace_keeps_its_kernel(skinny_models):
+    skinny, _ = skinny_models[("llama", 0)]
+    t = decode(skinny, [1, 2, 3], "ar", {}, 4)
+    d = t.to_dict()
+    assert Trace.from_dict(d).kernel == "skinny"
+    d.pop("kernel")
+    assert Trace.from_dict(d).kernel == "stock"  # traces written before the field: the stock kernel
+    d["kernel"] = "magic"
+    with pytest.raises(TraceError, match="kernel"):
+        Trace.from_dict(d)
