@@ -103,13 +103,20 @@ class StepCosts:
         self.prior, self.source = prior, source
         self.keep, self.min_obs, self.calibrate_first = keep, min_obs, calibrate_first
         self._obs: dict[int, deque] = {}
+        self._memo: dict = {}  # medians and excess since the last observation (choose asks for every prefix)
 
     def observe(self, fed: int, seconds: float) -> None:
         if seconds > 0:
             self._obs.setdefault(bucket(fed), deque(maxlen=self.keep)).append((fed, seconds))
+            self._memo.clear()
 
     def _median(self, b: int) -> tuple[float, float] | None:
         """(median fed, median seconds) of bucket b, if it has enough observations."""
+        if b not in self._memo:
+            self._memo[b] = self._bucket_median(b)
+        return self._memo[b]
+
+    def _bucket_median(self, b: int) -> tuple[float, float] | None:
         obs = self._obs.get(b)
         if not obs or len(obs) < self.min_obs:
             return None
@@ -122,6 +129,11 @@ class StepCosts:
 
     def excess(self) -> float:
         """How much dearer than the prior curve the run's multi-token steps were (1.0: as the curve)."""
+        if "excess" not in self._memo:
+            self._memo["excess"] = self._excess()
+        return self._memo["excess"]
+
+    def _excess(self) -> float:
         t1 = self.t1()
         if t1 is None:
             return 1.0

