@@ -63,6 +63,38 @@ def main(path: str) -> None:
     for c in cats:
         print(f"| {c} | " + " | ".join(fmt(by.get((m, c), {}).get("vs_ar"), ".2f") + count(by.get((m, c)), n[c])
                                       for m in methods if m != "ar") + " |")
+    budget = budget_table(rows)
+    if budget:
+        print("\nCost-aware budgets: the guessing steps (cost as each run calibrated it):\n")
+        print(budget)
+
+
+def budget_table(rows: list[dict], target: float = 1.25) -> str:
+    """For runs with a cost-aware budget (rows with step_costs): how often a step guessed, what a
+    guessing step committed and cost (in AR steps, as the run calibrated it), and what a guessing
+    step would have had to commit for ``target`` x AR at that cost and that share of guessing steps
+    (plain steps: 1 token at cost 1; the loop's own overhead left out)."""
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("step_costs") and r.get("fed"):
+            by.setdefault(r["method"], []).append(r)
+    if not by:
+        return ""
+    out = [f"| method | runs | steps that guessed | tokens per guessing step | its cost (AR steps) | needed for {target}x |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for m, rs in sorted(by.items()):
+        plain = sum(f == 1 for r in rs for f in r["fed"])
+        steps = sum(len(r["fed"]) for r in rs)
+        guess = steps - plain
+        tokens = sum(len(r["output_ids"]) - 1 for r in rs) - plain
+        cost = sum(c for r in rs for f, c in zip(r["fed"], r["step_costs"]) if f > 1)
+        if not guess:
+            out.append(f"| {m} | {len(rs)} | 0 | – | – | – |")
+            continue
+        # (plain + guess * t) / (plain + cost_total) = target  ->  t
+        need = (target * (plain + cost) - plain) / guess
+        out.append(f"| {m} | {len(rs)} | {guess / steps:.0%} | {tokens / guess:.2f} | {cost / guess:.2f} | {need:.2f} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
