@@ -14,7 +14,7 @@ from decoding.perf.shipped import prediction_lines, shipped_curves
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
 
-SHIPPED_CURVES = (ui.ASSETS / "cost_curve_cpu.json",)
+SHIPPED_CURVES = (ui.ASSETS / "cost_curve_cpu.json", ui.ASSETS / "cost_curve_cpu-stock.json")  # the skinny kernel, the stock one
 SHIPPED_TUNE = (ui.ASSETS / "tune_cpu.json",)
 
 st.title("Explain")
@@ -105,6 +105,11 @@ if rows:
                 f"(this run's setting: {next(r['predicted speedup'] for r in rows if r['this run']):.2f}×).")
     ui.chart(explain.what_if_figure, rows, key="explain_whatif")
     st.dataframe(rows, hide_index=True)
+    W, N, G = (int(t.params[k]) for k in ("W", "N", "G"))
+    if W < 15 or N < 5 or G < 15:
+        st.caption(f"A replay can only leave guesses out, so it reaches settings up to this run's (W = {W}, N = {N}, "
+                   f"G = {G}). Run the paper's W = 15, N = 5, G = 15 (the sidebar's “Paper settings” preset) and this "
+                   "table replays every N ≤ 5 and G ≤ 15 from it; the table below prices the paper's setting on this curve.")
 # this run's share of step time outside the forward; a trace without forward times (all 0) says
 # nothing about it: AR's share then
 overhead = acc.overhead if acc.overhead < 1 else acc.ar_overhead if acc.ar_overhead < 1 else 0.0

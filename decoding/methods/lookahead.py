@@ -182,5 +182,6 @@ SPEC = MethodSpec(
         BUDGET_PARAM,
     ),
     grid=({"W": 5, "N": 4, "G": 5}, {"W": 3, "N": 3, "G": 3}, {"W": 4, "N": 3, "G": 2},
-          {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5}),
+          {"W": 3, "N": 4, "G": 3}, {"W": 7, "N": 4, "G": 7}, {"W": 5, "N": 5, "G": 5},
+          {"W": 15, "N": 5, "G": 15}),  # the last: the paper's setting for 7B models on an A100
 )

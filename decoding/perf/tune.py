@@ -151,7 +151,7 @@ def what_if(trace: Trace, curve: CostCurve, ar: Trace | None = None) -> list[dic
     base = account(trace, curve, ar)
     out = []
     for n2 in range(2, N + 1):
-        for g2 in sorted({1, max(G // 2, 1), G}):
+        for g2 in sorted({g for g in (1, 2, 4, 8) if g < G} | {max(G // 2, 1), G}):
             tokens, fed = _replay(trace, W, n2, g2)
             tps = tokens / len(fed)
             cost = sum(curve.relative_cost(k) for k in fed) / len(fed)
