@@ -57,3 +57,10 @@ def test_explain_page_shows_the_prediction_from_a_shipped_curve(monkeypatch, tmp
     monkeypatch.setattr(shipped, "shipped_curves", real)  # the repository ships none yet: nothing claimed
     at.run()
     assert not [i.value for i in at.info if "NVIDIA H200" in i.value]
+
+
+def test_the_repository_ships_no_gpu_curve_and_its_cpu_curves_are_not_taken_for_one():
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    assert (assets / "cost_curve_cpu-stock.json").is_file() and shipped_curves(assets) == []
