@@ -8,6 +8,7 @@ Curve used throughout (relative cost of a forward over k new tokens):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -135,9 +136,12 @@ def test_break_even_tokens_per_step():
 
 def test_reasons_name_the_sources():
     r = reasons(jacobi_trace())  # 1 fast-forward of 5 tokens
-    assert r[0].startswith("20% of the output tokens were Jacobi fast-forwards")
+    assert r[0].startswith("20% of the output tokens were Jacobi guesses that had converged before their turn")
     r = reasons(lookahead_trace())  # 2 tokens from a window n-gram
     assert r[0].startswith("40% of the output tokens came from n-grams the lookahead window guessed")
+    tr = Trace.load(str(Path(__file__).resolve().parents[1] / "assets" / "example_tr.json"))
+    share = sum(o == "recycled" for s in tr.steps for o in s.origins) / len(tr.output_ids)
+    assert share > 0 and any(x.startswith(f"{share:.0%} of the output tokens came from Token Recycling's matrix") for x in reasons(tr))
 
 
 def test_tune_ranks_by_predicted_speedup_on_a_hand_made_curve():

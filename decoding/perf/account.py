@@ -225,8 +225,10 @@ _REASONS = [
     ("prompt_pool", "came from n-grams of the prompt (text the answer repeats)"),
     ("pool", "came from n-grams the lookahead window guessed earlier and the pool kept"),
     ("output_pool", "came from n-grams of the output so far (repetition in the answer)"),
-    ("jacobi", "were Jacobi fast-forwards (guesses that had converged before their turn)"),
+    ("jacobi", "were Jacobi guesses that had converged before their turn (CLLM's fast-forwarded and stationary "
+               "tokens, each counted when a step confirmed it)"),
     ("pld", "were copied by prompt lookup from earlier text"),
+    ("recycled", "came from Token Recycling's matrix (successors the model predicted after those tokens in earlier forwards)"),
 ]
 
 
