@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages.common import ui
-from viz import lookahead, sampling, style
+from viz import lookahead, sampling
 
 st.title("Lookahead decoding")
 st.markdown("Each step feeds the current token, a 2D window of guesses (N-1 levels × W columns) and up to G "
@@ -16,10 +16,7 @@ if t is not None:
         st.warning("This trace has no lookahead steps: recording was off, or the run ended at the prefill's token "
                    "(Max new tokens 1).")
         st.stop()
-    spans = style.pages(len(steps))
-    page = 0
-    if len(spans) > 1:
-        page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="la_page")
+    page = ui.step_page(steps, key="la_page")
     views = {"positions (the paper's figure)": lookahead.position_animation, "compact (columns)": lookahead.step_animation}
     view = st.radio("Window view", list(views), key="la_view", horizontal=True,
                     help="Positions: x is the sequence position, so each harvested n-gram is a diagonal. Compact: "

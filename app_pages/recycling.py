@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages.common import ui
-from viz import recycling, sampling, style
+from viz import recycling, sampling
 
 st.title("Token Recycling")
 st.markdown("Token Recycling (Luo et al., ACL 2025) keeps, for every token, the top-k tokens the model predicted "
@@ -20,10 +20,7 @@ if t is not None:
                    "token (Max new tokens 1).")
         st.stop()
     st.markdown(recycling.summary_sentence(t))
-    spans = style.pages(len(steps))
-    page = 0
-    if len(spans) > 1:
-        page = ui.pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key="tr_page")
+    page = ui.step_page(steps, key="tr_page")
     ui.chart(recycling.tree_animation, t, page, key="tr_tree")
     st.subheader("The matrix rows behind a step's tree")
     si = st.select_slider("Step", options=steps, key="tr_step")

@@ -194,6 +194,16 @@ def pick(label: str, options: dict[str, object], key: str):
     return options.get(choice, next(iter(options.values())))
 
 
+def step_page(steps: list[int], key: str) -> int:
+    """Which page of an animation's steps to show (viz.style.pages): a picker when there are several."""
+    from viz import style
+
+    spans = style.pages(len(steps))
+    if len(spans) < 2:
+        return 0
+    return pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key=key)
+
+
 def method_params(method: str) -> dict:
     """The sidebar's settings for ``method``: exactly its registry parameters, plus sampling."""
     ss = st.session_state
