@@ -15,22 +15,19 @@ import decoding.model
 from decoding.io import UsageError
 from decoding.model import LoadedModel, load_model
 from decoding.loop import decode
-from tiny import generate_greedy, tiny_lm
+from tiny import CLLM_PROMPTS, cllm_items, cllm_lm, generate_greedy, tiny_lm
 
-PROMPTS = [[3 + p, 4, 5, 6 + p, 7, 8] for p in range(4)]
+PROMPTS = CLLM_PROMPTS
 
 
 @pytest.fixture(scope="module")
 def lm():
-    return tiny_lm("llama", 0, vocab=64)
+    return cllm_lm()
 
 
 @pytest.fixture(scope="module")
 def items(lm):
-    out = []
-    for i, ids in enumerate(PROMPTS):
-        out += cllm.items_from_trace(decode(lm, ids, "jacobi", {"n": 8}, 24), f"p{i}", "cat")
-    return out
+    return cllm_items(lm)
 
 
 def test_items_hold_each_block_trajectory(lm):

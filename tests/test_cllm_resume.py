@@ -19,11 +19,9 @@ import torch
 import cllm
 import decoding.model
 from decoding.io import read_prompts
-from decoding.loop import decode
-from tiny import IdTokenizer, tiny_lm
+from tiny import IdTokenizer, cllm_items, cllm_lm, tiny_lm
 
 ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = [[3 + p, 4, 5, 6 + p, 7, 8] for p in range(4)]
 GSM = [{"question": f"Tom has {i} apples and buys {i + 2} more. How many?", "answer": f"... #### {2 * i + 2}"}
        for i in range(6)]
 
@@ -111,15 +109,12 @@ def test_collect_stops_at_the_time_limit_and_resumes(monkeypatch, tmp_path, gsm)
 # ---- training: cut and resumed --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lm():
-    return tiny_lm("llama", 0, vocab=64)
+    return cllm_lm()
 
 
 @pytest.fixture(scope="module")
 def items(lm):
-    out = []
-    for i, ids in enumerate(PROMPTS):
-        out += cllm.items_from_trace(decode(lm, ids, "jacobi", {"n": 8}, 24), f"p{i}", "cat")
-    return out
+    return cllm_items(lm)
 
 
 def _fresh(lm):

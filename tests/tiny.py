@@ -56,3 +56,22 @@ def generate_greedy(lm: LoadedModel, prompt_ids: list[int], max_new_tokens: int)
     if eos is not None and eos in new:  # generate pads after EOS only in batches; cut to be safe
         new = new[: new.index(eos) + 1]
     return new
+
+
+CLLM_PROMPTS = [[3 + p, 4, 5, 6 + p, 7, 8] for p in range(4)]
+
+
+def cllm_lm() -> LoadedModel:
+    """The tiny model the CLLM tests train."""
+    return tiny_lm("llama", 0, vocab=64)
+
+
+def cllm_items(lm: LoadedModel) -> list[dict]:
+    """Jacobi trajectory items (n = 8, 24 tokens) of CLLM_PROMPTS on ``lm``, as `python -m cllm collect` writes them."""
+    import cllm
+    from decoding.loop import decode
+
+    out = []
+    for i, ids in enumerate(CLLM_PROMPTS):
+        out += cllm.items_from_trace(decode(lm, ids, "jacobi", {"n": 8}, 24), f"p{i}", "cat")
+    return out
