@@ -22,8 +22,13 @@ from decoding.cli import summarize  # noqa: E402
 KEYS = ("method", "category", "prompts", "tokens_per_step", "tokens_per_s", "vs_ar", "exact")
 
 
-def asset(rows: list[dict], **source) -> dict:
+def asset(rows: list[dict], extra: list[list[dict]] = (), **source) -> dict:
+    """The table of ``rows``; each of ``extra`` (another bench run, with its own AR twins) adds the
+    methods the first run does not have."""
     table = [r for r in summarize(rows) if not r["method"].endswith("/norec")]
+    for more in extra:
+        have = {r["method"] for r in table}
+        table += [r for r in summarize(more) if r["method"] not in have and not r["method"].endswith("/norec")]
     return {"source": source, "rows": [{k: r.get(k) for k in KEYS} for r in table]}
 
 
@@ -35,9 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine", required=True)
     ap.add_argument("--command", required=True)
     ap.add_argument("--model", default="SmolLM2-135M-Instruct (Q4_1 GGUF, bundled), fp32")
+    ap.add_argument("--extra", action="append", default=[], help="another bench run whose other methods join the table")
+    for k in ("prompts", "settings", "speedup"):
+        ap.add_argument(f"--{k}", default=None, help=f"the source's {k} (shown on the Benchmarks page)")
     a = ap.parse_args(argv)
-    rows = [json.loads(line) for line in open(a.bench, encoding="utf-8") if line.strip()]
-    out = asset(rows, model=a.model, date=a.date, machine=a.machine, command=a.command, file=a.bench)
+    read = lambda f: [json.loads(line) for line in open(f, encoding="utf-8") if line.strip()]
+    described = {k: getattr(a, k) for k in ("prompts", "settings", "speedup") if getattr(a, k)}
+    out = asset(read(a.bench), [read(f) for f in a.extra], model=a.model, date=a.date, machine=a.machine,
+                command=a.command, file=", ".join([a.bench, *a.extra]), **described)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(f"{len(out['rows'])} rows -> {a.out}")
     return 0

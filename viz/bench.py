@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from viz.style import BLACK, GREY, METHOD_COLOURS, METHOD_NAMES, base_layout, empty_figure, esc
+from viz.style import BLACK, GREY, METHOD_COLOURS, METHOD_NAMES, base_layout, empty_figure, esc, method_colour, method_name
 
-SHOWN = ("jacobi", "lookahead", "pld")  # AR is 1 by definition; generate is AR by another loop
+# AR is 1 by definition; generate is AR by another loop; ":auto": the cost-aware step budget
+SHOWN = ("jacobi", "lookahead", "lookahead:auto", "pld", "pld:auto", "tr", "tr:auto")
 
 # What the papers report (their models and hardware, not measured here).
 PUBLISHED: list[dict] = [
@@ -50,10 +51,12 @@ def table_rows(asset: dict) -> list[dict]:
         for m in SHOWN:
             r = by.get((m, c), {})
             few = r.get("prompts") is not None and r.get("prompts") != row["prompts"]
-            row[f"{METHOD_NAMES[m]} tokens/step"] = r.get("tokens_per_step")
-            row[f"{METHOD_NAMES[m]} × AR"] = r.get("vs_ar")
+            if not r:
+                continue
+            row[f"{method_name(m)} tokens/step"] = r.get("tokens_per_step")
+            row[f"{method_name(m)} × AR"] = r.get("vs_ar")
             if few:
-                row[f"{METHOD_NAMES[m]} prompts"] = r.get("prompts")
+                row[f"{method_name(m)} prompts"] = r.get("prompts")
         out.append(row)
     return out
 
@@ -66,15 +69,17 @@ def category_sentence(asset: dict, category: str) -> str:
     if not tps:
         return f"{category}: no runs."
     top = max(tps, key=tps.get)
-    words = f"{category}: {METHOD_NAMES[top]} commits the most per step ({tps[top]:.2f} tokens)"
-    if top == "pld":
+    words = f"{category}: {method_name(top)} commits the most per step ({tps[top]:.2f} tokens)"
+    if top == "tr":
+        words += ", because its draft tree tries the model's earlier top-k successors of several tokens at once"
+    elif top == "pld":
         words += ", because the answer copies long spans of the prompt and prompt lookup drafts up to k tokens of a span in one step (a lookahead candidate has at most N-1)"
     elif top == "lookahead" and "pld" in tps:
         words += f" (prompt lookup {tps['pld']:.2f}): its window and pool find n-grams the prompt does not hold"
     if fast:
         best = max(fast, key=fast.get)
-        words += (f"; the fastest is {METHOD_NAMES[best]} at {fast[best]:.2f}× AR" if fast[best] >= 1 else
-                  f"; none beats AR in wall time here (best: {METHOD_NAMES[best]}, {fast[best]:.2f}× AR): a step that feeds "
+        words += (f"; the fastest is {method_name(best)} at {fast[best]:.2f}× AR" if fast[best] >= 1 else
+                  f"; none beats AR in wall time here (best: {method_name(best)}, {fast[best]:.2f}× AR): a step that feeds "
                   f"more tokens costs more on this hardware than the extra tokens per step save")
     return words + "."
 
@@ -86,9 +91,10 @@ def _bars(asset: dict, key: str, title: str, y_title: str) -> go.Figure:
         ys = [by.get((m, c), {}).get(key) for c in cats]
         if not any(v is not None for v in ys):
             continue
-        fig.add_trace(go.Bar(x=cats, y=ys, name=METHOD_NAMES[m], marker_color=METHOD_COLOURS[m],
+        fig.add_trace(go.Bar(x=cats, y=ys, name=method_name(m), marker_color=method_colour(m),
+                             marker_pattern_shape="/" if ":" in m else "",  # a budget variant: hatched
                              text=[f"{v:.2f}" if v is not None else "" for v in ys], textposition="outside",
-                             hovertemplate=f"{METHOD_NAMES[m]}<br>%{{x}}: %{{y:.2f}}<extra></extra>"))
+                             hovertemplate=f"{esc(method_name(m))}<br>%{{x}}: %{{y:.2f}}<extra></extra>"))
     fig.add_hline(y=1.0, line=dict(color=BLACK, dash="dash", width=1), annotation_text="AR",
                   annotation_position="top left")
     base_layout(fig, esc(title), 440)

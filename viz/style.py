@@ -63,6 +63,21 @@ PROVENANCE: dict[str, tuple[str, str]] = {
 METHOD_COLOURS: dict[str, str] = {m: s.colour for m, s in REGISTRY.items()}
 METHOD_NAMES: dict[str, str] = {m: s.label for m, s in REGISTRY.items()}
 
+
+def method_name(key: str) -> str:
+    """Display name of a method or a bench variant: "pld:auto" -> "Prompt lookup (budget auto)"."""
+    base, _, variant = key.partition(":")
+    name = METHOD_NAMES.get(base, base)
+    if not variant:
+        return name
+    parts = ["budget auto" if v == "auto" else v for v in variant.split(":")]
+    return f"{name} ({', '.join(parts)})"
+
+
+def method_colour(key: str) -> str:
+    """A variant is drawn in its method's colour."""
+    return METHOD_COLOURS.get(key.partition(":")[0], GREY)
+
 FONT = dict(family="DejaVu Sans Mono, Menlo, Consolas, monospace", size=14)
 MAX_FRAMES = 200  # frames per animated figure; longer traces are paged
 
