@@ -87,13 +87,13 @@ def category_sentence(asset: dict, category: str) -> str:
 def _bars(asset: dict, key: str, title: str, y_title: str) -> go.Figure:
     by, cats = _by(asset), categories(asset)
     fig = go.Figure()
-    for m in SHOWN:
+    shown = [m for m in SHOWN if any(by.get((m, c), {}).get(key) is not None for c in cats)]
+    for m in shown:
         ys = [by.get((m, c), {}).get(key) for c in cats]
-        if not any(v is not None for v in ys):
-            continue
+        labels = [f"{v:.2f}" if v is not None else "" for v in ys] if len(shown) <= 4 else None  # more: unreadable
         fig.add_trace(go.Bar(x=cats, y=ys, name=method_name(m), marker_color=method_colour(m),
                              marker_pattern_shape="/" if ":" in m else "",  # a budget variant: hatched
-                             text=[f"{v:.2f}" if v is not None else "" for v in ys], textposition="outside",
+                             text=labels, textposition="outside",
                              hovertemplate=f"{esc(method_name(m))}<br>%{{x}}: %{{y:.2f}}<extra></extra>"))
     fig.add_hline(y=1.0, line=dict(color=BLACK, dash="dash", width=1), annotation_text="AR",
                   annotation_position="top left")
