@@ -12,9 +12,9 @@ row count (12-15 rows: F.linear is faster; 16, 24, 32: the skinny one), so ``ski
 which counts take the skinny path: at most 11, or a multiple of 8 up to ``MAX_ROWS``.
 
 ``use_skinny(model)`` measures both ways on the model's largest weight matrix and, where the
-skinny one is faster, makes every ``nn.Linear`` of the model use it for inputs of at most
-``MAX_ROWS`` rows under ``torch.inference_mode``/``no_grad`` (prefill and training keep
-``F.linear``). Every forward of the lab goes through it, plain AR steps too, so a speedup over
+skinny one is faster, makes every ``nn.Linear`` of the model use it for the row counts
+``skinny_rows`` names, under ``torch.inference_mode``/``no_grad`` (a prefill of more than
+``MAX_ROWS`` tokens and training keep ``F.linear``). Every forward of the lab goes through it, plain AR steps too, so a speedup over
 AR is never a speedup over a slowed-down AR. Results differ from ``F.linear`` by float rounding
 only (another summation order), like any change of kernel.
 """
