@@ -7,6 +7,7 @@ which settings should pay off here.
 
 import streamlit as st
 
+from decoding.budget import SHIPPED_CURVES
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
 from app_pages.common import ui
@@ -14,7 +15,6 @@ from decoding.perf.shipped import prediction_lines, shipped_curves
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
 
-SHIPPED_CURVES = (ui.ASSETS / "cost_curve_cpu.json", ui.ASSETS / "cost_curve_cpu-stock.json")  # the skinny kernel, the stock one
 SHIPPED_TUNE = (ui.ASSETS / "tune_cpu.json",)
 
 st.title("Explain")
@@ -38,7 +38,7 @@ ui.budget_section(t, "explain")  # budget=auto: the decisions (no curve needed: 
 
 # ---- the step-cost curve ------------------------------------------------------------------------------
 key = (t.model_id, t.device, t.dtype, t.kernel)
-found = ui.cost_curve(*key, shipped=SHIPPED_CURVES)
+found = ui.cost_curve(*key, shipped=tuple(SHIPPED_CURVES))  # the curves in assets/, matched by model, device, dtype, kernel
 
 
 def measure() -> None:

@@ -70,20 +70,15 @@ def step_costs_for(lm, threads: int | None = None) -> StepCosts:
     """Step costs for a loaded model: the prior is the curve measured on this machine for this
     model/device/dtype/thread count (the cache folder), else a shipped curve of the same
     model/device/dtype, else the generic one of the device type; then calibrated online."""
-    from .perf.costs import CurveError, CostCurve, cached_curve
+    from .perf.costs import cached_curve, shipped_curve
 
     device, dtype, kernel = str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")
     curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
     source = "measured on this machine"
     if curve is None:
-        for p in SHIPPED_CURVES:
-            try:
-                c = CostCurve.load(p)
-            except (OSError, CurveError):
-                continue
-            if (c.model_id, c.device, c.dtype, c.kernel) == (lm.model_id, device, dtype, kernel):
-                curve, source = c, f"shipped ({p.name})"
-                break
+        got = shipped_curve(SHIPPED_CURVES, lm.model_id, device, dtype, kernel)
+        if got:
+            curve, source = got[0], f"shipped ({got[1].name})"
     if curve is None:
         kind = device.split(":")[0]
         return StepCosts(generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve")
@@ -263,6 +258,12 @@ class Choice:
     @property
     def rate(self) -> float:
         return self.expected / self.cost
+
+
+def plain_step() -> Choice:
+    """Feed nothing but the current token: what a budget does until one-token steps are timed
+    (StepCosts.needs_ar_sample), the unit of every cost."""
+    return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
 
 
 def choose(tree: DraftTree, acc: Acceptance, costs: StepCosts, base_fed: int = 1, bonus: float = 0.0,

@@ -43,7 +43,7 @@ def skinny_forward(self, x):
     n = x.shape[-1]
     rows = x.numel() // n if n else 0  # 0: an empty input, F.linear
     w, bias = self.weight, self.bias
-    if (rows > 11 and (rows > MAX_ROWS or rows % 8)) or not rows or _grad_enabled() or x.dtype != w.dtype:  # skinny_rows
+    if not skinny_rows(rows) or _grad_enabled() or x.dtype != w.dtype:
         return _linear(x, w, bias)
     x2 = x.reshape(rows, n)
     if rows == 1:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
 from ..trace import POOL_ORIGIN, BudgetRecord, LookaheadRecord
 from ..verify import Chain, Proposal
 from .base import Method
@@ -80,7 +80,7 @@ class Lookahead(Method):
 
     def _choice(self, run, tree: DraftTree) -> tuple[Choice, bool]:
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]]), False
+            return plain_step(), False
         explore = self.acc.wants_data()
         off = choose(tree, self.acc, run.costs, 1, explore=explore)
         on = choose(tree, self.acc, run.costs, 1 + len(self.window) * self.W, bonus=self.window_value(), explore=explore)

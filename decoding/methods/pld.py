@@ -11,7 +11,7 @@ size) form a draft tree, and each step feeds the part of it that pays on this ha
 
 from __future__ import annotations
 
-from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, DraftTree, choose, observe_tree, paths, plain_step
 from ..trace import BudgetRecord, PldRecord
 from ..verify import Chain, Proposal
 from .base import Method
@@ -65,7 +65,7 @@ class PromptLookup(Method):
         for draft, ng, src in find_drafts(run.all_ids, k, self.p["max_ngram"], OCCURRENCES):
             tree.add(draft, f"ngram{min(ng, 3)}", (ng, src))
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            choice = Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
+            choice = plain_step()
         else:
             choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
         self.acc.chose(len(choice.nodes))

@@ -26,7 +26,7 @@ part of it that pays on this hardware (decoding/budget.py), acceptance learnt pe
 
 from __future__ import annotations
 
-from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths
+from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
 from ..trace import BudgetRecord, RecyclingRecord
 from ..verify import Proposal
 from .base import Method
@@ -105,7 +105,7 @@ class TokenRecycling(Method):
 
     def _choice(self, run, tree: DraftTree) -> Choice:
         if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            return Choice([], 1, 1.0, 1.0, [[1, 1.0, 1.0]])
+            return plain_step()
         choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
         self.acc.chose(len(choice.nodes))
         return choice

@@ -151,13 +151,19 @@ def find_curve(model_id: str, device: str, dtype: str, shipped: tuple = (),
             continue
         if c.kernel == kernel:
             return c, f"measured on this machine ({p.name})"
-    for p in shipped:
+    got = shipped_curve(shipped, model_id, device, dtype, kernel)
+    return (got[0], f"shipped with the app ({got[1].name}, measured {got[0].measured_at})") if got else None
+
+
+def shipped_curve(paths, model_id: str, device: str, dtype: str, kernel: str = "stock") -> tuple[CostCurve, Path] | None:
+    """The first of the curve files ``paths`` measured for this model/device/dtype/kernel (unreadable ones skipped)."""
+    for p in paths:
         try:
             c = CostCurve.load(p)
         except (OSError, CurveError):
             continue
         if (c.model_id, c.device, c.dtype, c.kernel) == (model_id, device, dtype, kernel):
-            return c, f"shipped with the app ({Path(p).name}, measured {c.measured_at})"
+            return c, Path(p)
     return None
 
 
