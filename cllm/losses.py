@@ -111,3 +111,66 @@ def mean_losses(model, items: list[dict]) -> dict[str, float]:
                 n_states += 1
     model.train(was_training)
     return {"consistency": cons / max(1, n_states), "ar": ar / max(1, len(items))}
+
+
+# --- the cheap step: the context once without gradient, its KV reused by every row ----------------
+
+def prefix_cache(model, prefix: list[int]):
+    """The KV cache of ``prefix`` (no gradient): what every row of an item is fed after."""
+    import torch
+    from transformers import DynamicCache
+
+    from decoding.loop import cache_kw
+
+    cache = DynamicCache(config=model.config)
+    if prefix:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([prefix], device=model.device), use_cache=True,
+                  **{cache_kw(type(_base(model))): cache})
+    return cache
+
+
+def _base(model):
+    """The transformers model under a peft wrapper (for its forward's signature)."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
+
+
+def cached_block_logits(model, prefix: list[int], rows: list[list[int]]):
+    """``block_logits`` with the context forwarded once without gradient: the last prefix token is
+    fed again with each row (so the logit that predicts block position 0 has a gradient), over the
+    KV of ``prefix[:-1]`` shared by all rows. Same values as ``block_logits``; the gradient flows
+    through the block's positions only (not through the context's keys and values)."""
+    import torch
+
+    from decoding.loop import cache_kw
+
+    cache = prefix_cache(model, prefix[:-1])
+    R, past = len(rows), len(prefix) - 1
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is not None and layer.keys.numel():
+            layer.keys = layer.keys.expand(R, -1, -1, -1)
+            layer.values = layer.values.expand(R, -1, -1, -1)
+    ids = torch.tensor([[prefix[-1]] + r for r in rows], device=model.device)
+    pos = torch.arange(past, past + ids.shape[1], device=model.device).expand(R, -1)
+    return model(input_ids=ids, position_ids=pos, use_cache=True,
+                 **{cache_kw(type(_base(model))): cache}).logits.float()
+
+
+def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4) -> dict[str, Any]:
+    """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``
+    intermediate states (drawn without replacement) as rows over one cached context. The global
+    consistency term is the mean over those states of ``kl_from`` (as ``item_losses``, which draws
+    one state); the AR term is the same teacher-forced cross-entropy of the fixed point."""
+    import torch
+    import torch.nn.functional as F
+
+    fp = item["fixed_point"]
+    cand = [s for s in item["states"] if s != fp]
+    picked = rng.sample(cand, min(states, len(cand))) if cand else []
+    full = cached_block_logits(model, item["prompt_ids"], [fp] + picked)
+    target = full[0, 1:].detach()
+    cons = sum((kl_from(target, full[1 + i, 1:], first_wrong(s, fp)) for i, s in enumerate(picked)),
+               full.sum() * 0.0) / max(1, len(picked))
+    ar = F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device))
+    return {"consistency": cons, "ar": ar, "total": cons + w_ar * ar}

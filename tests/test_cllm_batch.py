@@ -1,0 +1,115 @@
+"""Batched trajectory collection (cllm.batch) and the cheap training step (cllm.losses
+.cached_block_logits / item_losses_cached), on tiny random models."""
+
+import random
+
+import pytest
+import torch
+
+import cllm
+from cllm.batch import BatchedJacobi, Lane
+from cllm.losses import block_logits, cached_block_logits, item_losses_cached
+from decoding.loop import decode
+from tiny import cllm_items, cllm_lm, tiny_lm
+
+PROMPTS = [[3 + p, 4, 5, 6 + p, 7, 8, 9 + 2 * p][: 4 + p] for p in range(7)]  # prompts of 4..10 tokens
+
+
+def _single(lm, prompts, n, max_new, seed=0):
+    out = []
+    for i, ids in enumerate(prompts):
+        out += cllm.items_from_trace(decode(lm, ids, "jacobi", {"n": n, "seed": seed}, max_new), f"p{i}", "cat", seed)
+    return out
+
+
+def _batched(lm, prompts, n, max_new, lanes, seed=0):
+    eos = set(lm.eos_token_ids)
+    todo = [Lane({"id": f"p{i}"}, ids, n, max_new, eos, seed) for i, ids in enumerate(prompts)]
+    out, finished = [], []
+    for ln in BatchedJacobi(lm, n, max_new, seed, lanes).run(todo):
+        finished.append(ln)
+        out += ln.items("cat", False, lm.model_id)
+    return out, finished
+
+
+@pytest.mark.parametrize("kind,eos,lanes,n,max_new", [
+    ("llama", None, 3, 8, 40),    # more prompts than lanes: finished lanes are refilled
+    ("llama", 7, 4, 5, 60),       # EOS ends lanes at different times
+    ("qwen2", None, 2, 16, 33),   # max_new_tokens cuts the last block
+    ("llama", None, 7, 4, 90),    # long runs: the cache is compacted many times
+])
+def test_batched_collection_writes_the_same_items_as_one_prompt_at_a_time(kind, eos, lanes, n, max_new):
+    lm = tiny_lm(kind, 1, eos=eos)
+    want = _single(lm, PROMPTS, n, max_new)
+    got, finished = _batched(lm, PROMPTS, n, max_new, lanes)
+    key = lambda d: d["id"]
+    assert sorted(got, key=key) == sorted(want, key=key)
+    assert len(finished) == len(PROMPTS)
+    # each lane's output is greedy AR's (the Jacobi fixed points)
+    for ln in finished:
+        i = int(ln.row["id"][1:])
+        assert ln.output == decode(lm, PROMPTS[i], "ar", {}, max_new, record=False).output_ids
+
+
+def test_batched_tokens_per_step_is_the_single_runs():
+    lm = tiny_lm("llama", 2)
+    _, finished = _batched(lm, PROMPTS[:4], 8, 48, 4)
+    for ln in finished:
+        tr = decode(lm, PROMPTS[int(ln.row["id"][1:])], "jacobi", {"n": 8}, 48, record=False)
+        assert ln.steps == tr.n_steps and len(ln.output) == len(tr.output_ids)
+
+
+def test_cached_block_logits_equal_the_full_sequence_ones():
+    lm = cllm_lm()
+    items = cllm_items(lm)
+    it = items[1]
+    rows = [it["fixed_point"]] + [s for s in it["states"] if s != it["fixed_point"]][:3]
+    with torch.no_grad():
+        full = block_logits(lm.model, it["prompt_ids"], rows)
+        cheap = cached_block_logits(lm.model, it["prompt_ids"], rows)
+    assert cheap.shape == full.shape
+    assert torch.allclose(cheap, full, atol=1e-5)
+
+
+def test_cheap_step_gradient_equals_the_full_one_where_the_context_cannot_matter():
+    """The cheap step's gradient skips the path through the context's keys and values. Parameters
+    that do not feed any key or value (the last layer's q/o projections and MLP, the final norm)
+    get exactly the full-sequence gradient; the others a different one (which proves the context
+    really is cut off)."""
+    from cllm.losses import item_losses
+
+    lm = cllm_lm()
+    it = cllm_items(lm)[2]
+    model = lm.model
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        fn()
+        return {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+    one_state = lambda: [s for s in it["states"] if s != it["fixed_point"]][:1]
+    state = one_state()[0]
+    item1 = {**it, "states": [state, it["fixed_point"]]}  # one intermediate state: both losses use it
+    full = grads(lambda: item_losses(model, item1, random.Random(0))["total"].backward())
+    cheap = grads(lambda: item_losses_cached(model, item1, random.Random(0), states=1)["total"].backward())
+    last = len(model.model.layers) - 1
+    free = [k for k in full if f"layers.{last}." in k and any(m in k for m in ("q_proj", "o_proj", "mlp"))] + ["model.norm.weight"]
+    assert free
+    for k in free:
+        assert torch.allclose(cheap[k], full[k], atol=1e-5, rtol=1e-4), k
+    first_k = "model.layers.0.self_attn.k_proj.weight"
+    assert not torch.allclose(cheap[first_k], full[first_k], atol=1e-6)
+
+
+def test_cheap_loss_values_equal_the_full_ones():
+    from cllm.losses import item_losses
+
+    lm = cllm_lm()
+    it = cllm_items(lm)[0]
+    state = [s for s in it["states"] if s != it["fixed_point"]][0]
+    item1 = {**it, "states": [state, it["fixed_point"]]}
+    with torch.no_grad():
+        a = item_losses(lm.model, item1, random.Random(0))
+        b = item_losses_cached(lm.model, item1, random.Random(0), states=1)
+    for k in ("consistency", "ar", "total"):
+        assert abs(float(a[k]) - float(b[k])) < 1e-4 * max(1.0, abs(float(a[k])))
