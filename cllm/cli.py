@@ -84,7 +84,31 @@ def build_parser() -> Parser:
     q.add_argument("--results", default="", help="comma list of `eval --out` files: pick the prompt by the page's "
                    "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
                    "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
+    g = sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)")
+    g.add_argument("action", choices=["run", "status"], help="run: go on for --minutes; status: where it stands")
+    g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
+    g.add_argument("--minutes", type=float, default=60.0, help="how long this run goes on (it stops cleanly, saved)")
+    g.add_argument("--eval-every", type=int, default=512, help="a learning-curve point every K items trained")
+    g.add_argument("--save-every", type=int, default=20, help="save the training state every K steps")
+    g.add_argument("--collect-only", action="store_true", help="only collect shards (no training, no curve)")
     return p
+
+
+def cmd_campaign(a) -> int:
+    from .campaign import Settings, open_campaign, read_curve, run
+
+    if a.action == "status":
+        c = open_campaign(a.dir)
+        print(f"{len(c.shards)} shards, {c.items} items, settings: {c.settings}")
+        for p in read_curve(a.dir)[-5:]:
+            print(json.dumps(p))
+        return 0
+    if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
+        raise UsageError("--minutes, --eval-every and --save-every must be positive")
+    open_campaign(a.dir, Settings(), create=True)
+    _threads()
+    run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say)
+    return 0
 
 
 def _rows(a) -> list[dict]:
@@ -242,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         a = build_parser().parse_args(argv)
-        return {"collect": cmd_collect, "train": cmd_train, "eval": cmd_eval, "pair": cmd_pair}[a.command](a)
+        return {"collect": cmd_collect, "train": cmd_train, "eval": cmd_eval, "pair": cmd_pair,
+                "campaign": cmd_campaign}[a.command](a)
     except (UsageError, ConfigError, ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,502 @@
+"""The CLLM campaign: trajectories and training as many short resumable runs whose results are
+committed to the repository, so the next session (on any machine) goes on where this one stopped.
+
+Layout of the campaign folder (``data/cllm`` by default; everything but ``partial/`` is committed):
+
+    manifest.json           settings (model, source file, n, max_new_tokens, chat, seed, shard size)
+                            and one entry per finished shard: prompt ids, items, tokens, sha256
+    shards/shard-00000.jsonl.gz
+                            the items (``cllm.data`` format) of ``shard_prompts`` consecutive source
+                            prompts, written whole when the shard is finished (gzip, mtime 0)
+    partial/                the shard being collected (append-only, resumable; not committed)
+    run/state.pt            the training state: LoRA weights (fp32), AdamW moments (bf16, to keep the
+                            file small), scheduler, RNG states, data position, counters
+    run/metrics.jsonl       one row per optimizer step (losses, lr, items seen, seconds)
+    run/curve.jsonl         the learning curve: one row per evaluation on held-out problems
+    run/base_eval.json      the base model's answers and figures on those problems (computed once)
+    run/adapter/            the current adapter (fp16), loadable by ``decoding.model.load_model``
+
+The data order is fixed by the manifest: shard after shard, each shard's items in a permutation
+seeded by (seed, shard); the position is (shard, index), so a resumed run sees exactly the items an
+uncut run would. Training needs the next item: when it has trained on every collected item,
+``run`` collects the next shard.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from decoding.io import UsageError
+
+from .data import _done_prompts, check_item
+
+MANIFEST = "manifest.json"
+SHARDS = "shards"
+PARTIAL = "partial"
+RUN = "run"
+
+
+@dataclass
+class Settings:
+    """What the campaign's data and training are made with (kept in the manifest; fixed once set)."""
+
+    source: str = "../shared/benchmarks/gsm8k/train.jsonl"
+    heldout: str = "../shared/benchmarks/spec_bench/question.jsonl"
+    heldout_category: str = "math_reasoning"
+    curve_prompts: int = 16  # the first K held-out problems make the learning curve
+    chat: bool = True
+    n: int = 16
+    max_new_tokens: int = 256
+    seed: int = 0
+    shard_prompts: int = 32
+    lanes: int = 4
+    # training
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lr: float = 5e-4
+    warmup: int = 20
+    w_ar: float = 10.0
+    items_per_step: int = 4
+    states_per_item: int = 4
+    grad_clip: float = 1.0
+
+
+@dataclass
+class Campaign:
+    root: Path
+    settings: Settings
+    model: str = "bundled"
+    shards: list[dict] = field(default_factory=list)
+
+    @property
+    def items(self) -> int:
+        return sum(s["items"] for s in self.shards)
+
+
+def open_campaign(root: str, settings: Settings | None = None, create: bool = False) -> Campaign:
+    """The campaign in ``root`` (its manifest), or a new one with ``settings`` when ``create``."""
+    p = Path(root) / MANIFEST
+    if p.is_file():
+        m = json.loads(p.read_text())
+        known = {k: v for k, v in m["settings"].items() if k in Settings.__dataclass_fields__}
+        return Campaign(Path(root), Settings(**known), m.get("model", "bundled"), m.get("shards", []))
+    if not create:
+        raise UsageError(f"no campaign in {root} (no {MANIFEST}): start one with `python -m cllm campaign init`")
+    c = Campaign(Path(root), settings or Settings())
+    save_manifest(c)
+    return c
+
+
+def save_manifest(c: Campaign) -> None:
+    c.root.mkdir(parents=True, exist_ok=True)
+    tmp = c.root / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps({"model": c.model, "settings": asdict(c.settings), "shards": c.shards}, indent=1) + "\n")
+    os.replace(tmp, c.root / MANIFEST)
+
+
+def _source_rows(path: str) -> list[dict]:
+    from decoding.io import read_prompts
+
+    return read_prompts(path)
+
+
+def shard_rows(c: Campaign, k: int) -> list[dict]:
+    """The source prompts of shard ``k``."""
+    rows = _source_rows(c.settings.source)
+    s = c.settings.shard_prompts
+    return rows[k * s:(k + 1) * s]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_shard(c: Campaign, k: int) -> list[dict]:
+    """The items of finished shard ``k``; UsageError if its file is missing or not the manifest's."""
+    e = c.shards[k]
+    p = c.root / e["file"]
+    if not p.is_file():
+        raise UsageError(f"shard file {p} is missing")
+    if _sha(p) != e["sha256"]:
+        raise UsageError(f"shard file {p} does not match its checksum in {MANIFEST}")
+    with gzip.open(p, "rt", encoding="utf-8") as f:
+        items = [json.loads(line) for line in f if line.strip()]
+    for d in items:
+        err = check_item(d)
+        if err:
+            raise UsageError(f"{p}: item {d.get('id')!r} is not a CLLM item: {err}")
+    return items
+
+
+def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Callable[[], bool] = lambda: False) -> dict | None:
+    """Collect the next shard with batched Jacobi (``cllm.batch``); its manifest entry when it is
+    finished, None when ``stop()`` cut it (the partial file keeps every prompt done so far) or the
+    source has no prompts left."""
+    from .batch import BatchedJacobi, Lane
+
+    st, k = c.settings, len(c.shards)
+    rows = shard_rows(c, k)
+    if not rows:
+        say("the source has no prompts left")
+        return None
+    part = c.root / PARTIAL / f"shard-{k:05d}.jsonl"
+    part.parent.mkdir(parents=True, exist_ok=True)
+    done = _done_prompts(str(part))
+    todo = [r for r in rows if r["id"] not in done]
+    t0 = time.perf_counter()
+    eos = set(lm.eos_token_ids)
+    lanes = (Lane(r, lm.encode(r["prompt"], chat=st.chat), st.n, st.max_new_tokens, eos, st.seed) for r in todo)
+    bj = BatchedJacobi(lm, st.n, st.max_new_tokens, st.seed, st.lanes)
+    order = [r["id"] for r in todo]
+    ready: dict[str, Any] = {}
+    stats = {"tokens": 0, "steps": 0}
+    with open(part, "a", encoding="utf-8") as f:
+        for ln in bj.run(lanes):
+            ready[ln.row["id"]] = ln
+            stats["tokens"] += len(ln.output) - 1
+            stats["steps"] += ln.steps
+            while order and order[0] in ready:  # write in source order: a resumed shard equals an uncut one
+                w = ready.pop(order.pop(0))
+                f.write("".join(json.dumps(d) + "\n" for d in w.items(w.row["category"], st.chat, lm.model_id)))
+                f.flush()
+                done.add(w.row["id"])
+            if stop():
+                break
+    secs = time.perf_counter() - t0
+    if len(done) < len(rows):
+        say(f"shard {k}: {len(done)}/{len(rows)} prompts collected ({secs:.0f} s this run); run again to go on")
+        return None
+    lines = part.read_text(encoding="utf-8").splitlines(keepends=True)
+    (c.root / SHARDS).mkdir(parents=True, exist_ok=True)
+    out = c.root / SHARDS / f"shard-{k:05d}.jsonl.gz"
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write("".join(lines).encode("utf-8"))
+    items = [json.loads(x) for x in lines]
+    entry = {"shard": k, "file": f"{SHARDS}/{out.name}", "prompt_ids": [r["id"] for r in rows], "items": len(items),
+             "answer_tokens": sum(len(d["fixed_point"]) for d in items),
+             "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d")}
+    c.shards.append(entry)
+    save_manifest(c)
+    part.unlink()
+    say(f"shard {k}: {len(rows)} prompts, {len(items)} items, {stats['tokens']} tokens in {stats['steps']} steps "
+        f"this run ({secs:.0f} s, {secs / max(1, len(items)):.2f} s/item) -> {out}")
+    return entry
+
+
+# --- the learning curve ---------------------------------------------------------------------------
+
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def final_number(text: str) -> float | None:
+    """The answer's number: after '####' if present, else the last number in the text."""
+    if "####" in text:
+        text = text.split("####")[-1]
+    nums = _NUM.findall(text)
+    if not nums:
+        return None
+    try:
+        return float(nums[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def heldout_rows(c: Campaign) -> list[dict]:
+    """The held-out problems of the learning curve (id, prompt, reference number)."""
+    st = c.settings
+    rows = []
+    with open(st.heldout, encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("category") != st.heldout_category:
+                continue
+            ref = (d.get("reference") or [""])[0]
+            rows.append({"id": str(d["question_id"]), "category": d["category"], "prompt": d["turns"][0],
+                         "reference": final_number(ref)})
+    return rows[:st.curve_prompts]
+
+
+def jacobi_answers(lm, prompts: list[list[int]], st: Settings) -> tuple[list[list[int]], int, int]:
+    """Greedy answers of ``lm`` by batched Jacobi (they are its greedy AR answers), with the tokens
+    committed by steps and the steps (their ratio: Jacobi tokens/step)."""
+    from .batch import BatchedJacobi, Lane
+
+    eos = set(lm.eos_token_ids)
+    lanes = [Lane({"id": str(i)}, p, st.n, st.max_new_tokens, eos, st.seed) for i, p in enumerate(prompts)]
+    for _ in BatchedJacobi(lm, st.n, st.max_new_tokens, st.seed, st.lanes).run(lanes):
+        pass
+    return [ln.output for ln in lanes], sum(len(ln.output) - 1 for ln in lanes), sum(ln.steps for ln in lanes)
+
+
+def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], untrained: bool = False) -> dict[str, Any]:
+    """One learning-curve point of the model in ``lm`` (a LoRA model; ``base_off()`` a context
+    that switches the adapter off): Jacobi tokens/step, answer accuracy, identical share with the
+    base's answers, the base's perplexity of the answers (vs of its own), degenerate share. The
+    base's side is computed once and kept in run/base_eval.json; ``untrained``: the model is the base
+    (a fresh adapter is zero), so its figures are the base's."""
+    from .evaluate import answer_nll, degenerate, drift
+
+    st = c.settings
+    prompts = [lm.encode(r["prompt"], chat=st.chat) for r in rows]
+    base_file = c.root / RUN / "base_eval.json"
+    base = json.loads(base_file.read_text()) if base_file.is_file() else None
+    if base is None or base.get("ids") != [r["id"] for r in rows]:
+        with base_off():
+            answers, toks, steps = jacobi_answers(lm, prompts, st)
+            nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
+        base = {"ids": [r["id"] for r in rows], "answers": answers, "nll": nll, "tokens": toks, "steps": steps}
+        base_file.parent.mkdir(parents=True, exist_ok=True)
+        base_file.write_text(json.dumps(base) + "\n")
+    if untrained:
+        answers, toks, steps, nll = base["answers"], base["tokens"], base["steps"], [tuple(x) for x in base["nll"]]
+    else:
+        answers, toks, steps = jacobi_answers(lm, prompts, st)
+        with base_off():
+            nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
+    ppl = lambda pairs: math.exp(sum(x for x, _ in pairs) / max(1, sum(k for _, k in pairs)))
+    correct = lambda ans: sum(final_number(lm.tokenizer.decode(a, skip_special_tokens=True)) == r["reference"]
+                              for a, r in zip(ans, rows)) / len(rows)
+    d = [drift(b, a) for b, a in zip(base["answers"], answers)]
+    return {"prompts": len(rows), "jacobi_tokens_per_step": round(toks / max(1, steps), 4),
+            "base_jacobi_tokens_per_step": round(base["tokens"] / max(1, base["steps"]), 4),
+            "accuracy": round(correct(answers), 4), "base_accuracy": round(correct(base["answers"]), 4),
+            "identical_share": round(sum(x["identical_share"] for x in d) / len(d), 4),
+            "base_ppl_cllm": round(ppl(nll), 4), "base_ppl_base": round(ppl([tuple(x) for x in base["nll"]]), 4),
+            "degenerate_share": round(sum(degenerate(a) for a in answers) / len(rows), 4),
+            "base_degenerate_share": round(sum(degenerate(a) for a in base["answers"]) / len(rows), 4)}
+
+
+def read_curve(root: str) -> list[dict]:
+    """The learning-curve rows of a campaign folder (empty if none)."""
+    p = Path(root) / RUN / "curve.jsonl"
+    if not p.is_file():
+        return []
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+
+# --- training -------------------------------------------------------------------------------------
+
+TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed")
+
+
+class Trainer:
+    """LoRA consistency training over the campaign's shards in manifest order (the cheap step:
+    ``losses.item_losses_cached``), ``items_per_step`` items per AdamW step (gradients summed,
+    each item's loss divided by that count). Warm-up, then a constant learning rate: the data grows
+    from run to run, so no schedule can know its end."""
+
+    def __init__(self, c: Campaign, lm):
+        import torch
+
+        from .train import add_lora
+
+        st = c.settings
+        self.c, self.lm, self.st = c, lm, st
+        torch.manual_seed(st.seed)
+        self.model = add_lora(lm.model, st.lora_r, st.lora_alpha)
+        self.named = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
+        self.params = list(self.named.values())
+        self.opt = torch.optim.AdamW(self.params, lr=st.lr, weight_decay=0.0)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / max(1, st.warmup)))
+        self.rng = random.Random(st.seed)
+        self.step, self.items_seen, self.seconds, self.pos = 0, 0, 0.0, [0, 0]
+        self._shard: tuple[int, list[dict]] | None = None
+        self.restore()
+
+    @property
+    def state_path(self) -> Path:
+        return self.c.root / RUN / "state.pt"
+
+    def restore(self) -> None:
+        import torch
+
+        if not self.state_path.is_file():
+            return
+        s = torch.load(self.state_path, weights_only=False)
+        diff = {k: (s["config"].get(k), getattr(self.st, k)) for k in TRAIN_KEYS if s["config"].get(k) != getattr(self.st, k)}
+        if diff:
+            raise UsageError(f"{self.state_path} was trained with other settings: " + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
+        with torch.no_grad():
+            for k, v in s["params"].items():
+                self.named[k].copy_(v)
+        opt = s["opt"]
+        for st in opt["state"].values():
+            for k, v in st.items():
+                if torch.is_tensor(v) and v.dtype == torch.bfloat16:
+                    st[k] = v.float()
+        self.opt.load_state_dict(opt)
+        self.sched.load_state_dict(s["sched"])
+        self.rng.setstate(s["rng"])
+        torch.set_rng_state(s["torch_rng"])
+        self.step, self.items_seen, self.seconds, self.pos = s["step"], s["items_seen"], s["seconds"], list(s["pos"])
+
+    def save(self) -> None:
+        """The state (atomically) and the loadable adapter."""
+        import torch
+
+        from .train import save_model
+
+        opt = self.opt.state_dict()
+        small = {"state": {i: {k: (v.to(torch.bfloat16) if torch.is_tensor(v) and v.dim() else v) for k, v in st.items()}
+                           for i, st in opt["state"].items()}, "param_groups": opt["param_groups"]}
+        p = self.state_path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"config": {k: getattr(self.st, k) for k in TRAIN_KEYS}, "step": self.step,
+                    "items_seen": self.items_seen, "seconds": self.seconds, "pos": list(self.pos),
+                    "params": {k: v.detach().clone() for k, v in self.named.items()}, "opt": small,
+                    "sched": self.sched.state_dict(), "rng": self.rng.getstate(), "torch_rng": torch.get_rng_state()},
+                   p.with_suffix(".tmp"))
+        os.replace(p.with_suffix(".tmp"), p)
+        save_model(self.model, self.lm.tokenizer, str(self.c.root / RUN / "adapter"), self.c.model, True,
+                   {"base": self.c.model, "campaign": str(self.c.root), "step": self.step, "items_seen": self.items_seen,
+                    "train_seconds": round(self.seconds, 1), "settings": asdict(self.st)})
+
+    def _items_of(self, k: int) -> list[dict]:
+        if self._shard is None or self._shard[0] != k:
+            items = read_shard(self.c, k)
+            random.Random(self.st.seed * 1_000_003 + k).shuffle(items)
+            self._shard = (k, items)
+        return self._shard[1]
+
+    def available(self) -> int:
+        """Collected items not trained on yet."""
+        k, i = self.pos
+        return sum(s["items"] for s in self.c.shards[k:]) - i if k < len(self.c.shards) else 0
+
+    def _take(self) -> dict:
+        k, i = self.pos
+        items = self._items_of(k)
+        item = items[i]
+        self.pos = [k + 1, 0] if i + 1 >= len(items) else [k, i + 1]
+        return item
+
+    def train_step(self) -> dict[str, Any]:
+        """One AdamW step over the next ``items_per_step`` items; its metrics row."""
+        import torch
+
+        from .losses import item_losses_cached
+
+        t0 = time.perf_counter()
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        m = self.st.items_per_step
+        sums = {"consistency": 0.0, "ar": 0.0, "total": 0.0}
+        tokens = 0
+        for _ in range(m):
+            item = self._take()
+            losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item)
+            (losses["total"] / m).backward()
+            for k in sums:
+                sums[k] += float(losses[k].detach()) / m
+            tokens += len(item["fixed_point"]) * (1 + min(self.st.states_per_item, len(item["states"])))
+        if self.st.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.params, self.st.grad_clip)
+        self.opt.step()
+        self.sched.step()
+        self.step += 1
+        self.items_seen += m
+        self.seconds += time.perf_counter() - t0
+        row = {"step": self.step, "items_seen": self.items_seen, **{k: round(v, 6) for k, v in sums.items()},
+               "lr": self.sched.get_last_lr()[0], "block_tokens": tokens, "seconds": round(self.seconds, 2)}
+        (self.c.root / RUN).mkdir(parents=True, exist_ok=True)
+        with open(self.c.root / RUN / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+
+    def curve(self, rows: list[dict]) -> dict[str, Any]:
+        """A learning-curve point now, appended to run/curve.jsonl."""
+        self.model.eval()
+        t0 = time.perf_counter()
+        point = {"step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1),
+                 **curve_point(self.c, self.lm, self.model.disable_adapter, rows, untrained=self.step == 0),
+                 "eval_seconds": round(time.perf_counter() - t0, 1), "date": time.strftime("%Y-%m-%d %H:%M")}
+        (self.c.root / RUN).mkdir(parents=True, exist_ok=True)
+        with open(self.c.root / RUN / "curve.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(point) + "\n")
+        return point
+
+
+def _metrics_upto(root: Path, step: int) -> None:
+    """Cut run/metrics.jsonl back to the rows of the saved state (a killed run wrote more)."""
+    p = root / RUN / "metrics.jsonl"
+    if p.is_file():
+        keep = [x for x in p.read_text().splitlines(keepends=True) if x.strip() and json.loads(x)["step"] <= step]
+        p.write_text("".join(keep))
+
+
+def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
+        say: Callable[[str], None] = print, base=None, max_steps: int = 0) -> dict[str, Any]:
+    """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
+    collect the next shard (with the adapter off: the base model's trajectories) when they run
+    out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
+    steps, after each curve point and at the end. SIGTERM/SIGINT end it cleanly at the next step.
+    ``base``: the loaded base model (default: load the campaign's); ``max_steps``: stop after this
+    many training steps of this run (0: no limit)."""
+    import torch
+
+    from decoding.model import LoadedModel, load_model
+
+    c = open_campaign(root)
+    stop = {"now": False}
+
+    def _stop(*_):
+        stop["now"] = True
+
+    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    t_end = time.perf_counter() + minutes * 60
+    done = {"steps": 0, "shards": 0, "points": 0}
+    over = lambda: stop["now"] or time.perf_counter() > t_end or bool(max_steps and done["steps"] >= max_steps)
+    if base is None:
+        base = load_model(None if c.model == "bundled" else c.model, progress=lambda m: say(m))
+    tr = Trainer(c, base)
+    _metrics_upto(c.root, tr.step)
+    lm = LoadedModel(tr.model, base.tokenizer, base.model_id, base.device, base.dtype)
+    lm.kernel = getattr(base, "kernel", "stock")
+    held = heldout_rows(c)
+    try:
+        if not read_curve(root) and not collect_only:
+            p = tr.curve(held)
+            done["points"] += 1
+            say(f"curve at 0 items: {p}")
+        while not over():
+            if collect_only or tr.available() < c.settings.items_per_step:
+                tr.model.eval()
+                with torch.inference_mode(), tr.model.disable_adapter():
+                    e = collect_shard(c, lm, say, over)
+                if e is None:
+                    break
+                done["shards"] += 1
+                continue
+            before = tr.items_seen
+            row = tr.train_step()
+            done["steps"] += 1
+            if tr.step % 10 == 0:
+                say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
+                    f"{tr.seconds / tr.step:.2f} s/step")
+            if before // eval_every != tr.items_seen // eval_every:
+                tr.save()
+                p = tr.curve(held)
+                done["points"] += 1
+                say(f"curve at {tr.items_seen} items: tokens/step {p['jacobi_tokens_per_step']} "
+                    f"(base {p['base_jacobi_tokens_per_step']}), accuracy {p['accuracy']} (base {p['base_accuracy']})")
+            if tr.step % save_every == 0:
+                tr.save()
+    finally:
+        tr.save()
+        for s, h in old.items():
+            signal.signal(s, h)
+    say(f"campaign: {done['steps']} steps, {done['shards']} shards, {done['points']} curve points this run; "
+        f"{tr.items_seen} items trained of {c.items} collected in {len(c.shards)} shards")
+    return done

@@ -1,0 +1,136 @@
+"""The CLLM campaign (cllm.campaign): shards with a manifest, resumable collection and training,
+the learning curve; on a tiny random model (no bundled model, a few seconds)."""
+
+import gzip
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+import cllm
+from cllm import campaign as cp
+from decoding.io import UsageError
+from decoding.loop import decode
+from tiny import ByteTokenizer, tiny_lm
+
+WORDS = ["alpha beta", "gamma delta eps", "zeta eta", "theta iota kappa", "lambda mu", "nu xi omicron", "pi rho"]
+
+
+def _lm():
+    lm = tiny_lm("llama", 3)
+    lm.tokenizer = ByteTokenizer()
+    return lm
+
+
+@pytest.fixture
+def camp(tmp_path):
+    src = tmp_path / "src.jsonl"
+    src.write_text("".join(json.dumps({"question": w, "answer": "#### 1"}) + "\n" for w in WORDS))
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps({"question_id": 900 + i, "category": "math_reasoning", "turns": [w],
+                                        "reference": [f"so #### {i}"]}) + "\n" for i, w in enumerate(WORDS[:3])))
+    st = cp.Settings(source=str(src), heldout=str(held), curve_prompts=3, chat=False, n=6, max_new_tokens=24,
+                     shard_prompts=3, lanes=2, lora_r=4, lora_alpha=8, lr=1e-2, warmup=2, items_per_step=2,
+                     states_per_item=2)
+    return cp.open_campaign(str(tmp_path / "camp"), st, create=True)
+
+
+def test_final_number():
+    assert cp.final_number("so 3 + 4 = 7.\n#### 1,200") == 1200.0
+    assert cp.final_number("The answer is -2.5 dollars") == -2.5
+    assert cp.final_number("no number") is None
+
+
+def test_a_shard_holds_the_single_prompt_items_and_the_manifest_its_checksum(camp):
+    lm = _lm()
+    e = cp.collect_shard(camp, lm, say=lambda m: None)
+    assert e["shard"] == 0 and e["prompt_ids"] == ["1", "2", "3"]
+    items = cp.read_shard(camp, 0)
+    want = []
+    for i, w in enumerate(WORDS[:3]):
+        tr = decode(lm, lm.encode(w), "jacobi", {"n": 6, "seed": 0}, 24)
+        want += cllm.items_from_trace(tr, str(i + 1), "all", 0)
+    assert items == want  # same items, in source order
+    m = json.loads((camp.root / "manifest.json").read_text())
+    assert m["shards"][0]["items"] == len(items) and len(m["shards"][0]["sha256"]) == 64
+    # a changed shard file is refused
+    p = camp.root / e["file"]
+    with gzip.open(p, "wt") as f:
+        f.write(json.dumps(items[0]) + "\n")
+    with pytest.raises(UsageError, match="checksum"):
+        cp.read_shard(camp, 0)
+
+
+def test_a_cut_collection_resumes_to_the_same_shard_bytes(camp, tmp_path):
+    lm = _lm()
+    calls = {"n": 0}
+
+    def stop_after_first():
+        calls["n"] += 1
+        return calls["n"] >= 1
+
+    assert cp.collect_shard(camp, lm, say=lambda m: None, stop=stop_after_first) is None
+    assert (camp.root / "partial" / "shard-00000.jsonl").is_file() and not camp.shards
+    e = cp.collect_shard(camp, lm, say=lambda m: None)
+    cut = (camp.root / e["file"]).read_bytes()
+    other = cp.open_campaign(str(tmp_path / "other"), camp.settings, create=True)
+    e2 = cp.collect_shard(other, lm, say=lambda m: None)
+    assert (other.root / e2["file"]).read_bytes() == cut and e2["sha256"] == e["sha256"]
+
+
+def test_training_resumes_where_it_stopped(camp, tmp_path):
+    lm = _lm()
+    for _ in range(2):
+        cp.collect_shard(camp, lm, say=lambda m: None)
+    # one run of 6 steps ...
+    one = cp.Trainer(camp, _lm())
+    rows = [one.train_step() for _ in range(6)]
+    # ... against 3 steps, saved, a new process-like restore, 3 more
+    other = cp.open_campaign(str(tmp_path / "o2"), camp.settings, create=True)
+    other.shards = camp.shards
+    for s in camp.shards:
+        (other.root / s["file"]).parent.mkdir(parents=True, exist_ok=True)
+        (other.root / s["file"]).write_bytes((camp.root / s["file"]).read_bytes())
+    a = cp.Trainer(other, _lm())
+    first = [a.train_step() for _ in range(3)]
+    a.save()
+    b = cp.Trainer(other, _lm())
+    assert b.step == 3 and b.pos == a.pos and b.items_seen == 6
+    second = [b.train_step() for _ in range(3)]
+    assert [r["step"] for r in first + second] == [r["step"] for r in rows]
+    # the same items in the same order: the first steps' losses are equal, the later ones close
+    # (AdamW's moments are kept in bfloat16 in the state file)
+    for r, s in zip(rows, first + second):
+        assert r["ar"] == pytest.approx(s["ar"], rel=2e-2, abs=1e-4)
+    for k, p in one.named.items():
+        assert torch.allclose(p, b.named[k], rtol=2e-2, atol=2e-4), k
+    assert (other.root / "run" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+def test_other_training_settings_are_refused_on_resume(camp):
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    t = cp.Trainer(camp, lm)
+    t.train_step()
+    t.save()
+    camp.settings = replace(camp.settings, lr=1e-3)
+    with pytest.raises(UsageError, match="lr"):
+        cp.Trainer(camp, _lm())
+
+
+def test_run_collects_trains_and_draws_the_curve(camp):
+    said = []
+    done = cp.run(str(camp.root), minutes=5, eval_every=4, save_every=2, say=said.append, base=_lm(), max_steps=5)
+    assert done["steps"] == 5 and done["shards"] >= 1
+    curve = cp.read_curve(str(camp.root))
+    assert curve[0]["items_seen"] == 0 and curve[0]["jacobi_tokens_per_step"] == curve[0]["base_jacobi_tokens_per_step"]
+    assert len(curve) >= 2 and curve[-1]["items_seen"] >= 4
+    for k in ("accuracy", "base_accuracy", "identical_share", "base_ppl_cllm", "base_ppl_base", "degenerate_share"):
+        assert k in curve[-1]
+    metrics = [json.loads(x) for x in (camp.root / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(1, 6))
+    # a second run goes on from step 5
+    cp.run(str(camp.root), minutes=5, eval_every=100, save_every=2, say=said.append, base=_lm(), max_steps=2)
+    metrics = [json.loads(x) for x in (camp.root / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(1, 8))
