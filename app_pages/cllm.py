@@ -46,6 +46,16 @@ st.caption(f"Showing: {ui.md(source)} · base: {ui.md(base.model_id)} · CLLM: {
 st.caption(f"Prompt{' (chat)' if base.chat else ''}: {ui.md(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
 
 
+def campaign_curve_rows() -> list[dict]:
+    """The campaign's learning curve (data/cllm/run/curve.jsonl); [] if there is none."""
+    from cllm.campaign import read_curve
+
+    try:
+        return read_curve(str(ui.ROOT / "data" / "cllm"))
+    except (OSError, ValueError):
+        return []
+
+
 def pairs_table() -> dict:
     """assets/cllm/pairs.json (``python -m cllm pair --results``): the rule that chose the shipped
     pair and every evaluated prompt's figures; {} if absent or unreadable."""
@@ -110,6 +120,20 @@ if meta:
     keep = ("base", "items", "steps", "epochs", "lr", "ar_weight", "local", "lora_r", "train_seconds", "train_tokens",
             "device", "command")
     st.dataframe([{"setting": k, "value": str(meta[k])} for k in keep if k in meta], hide_index=True)
+
+st.subheader("The campaign: training on GSM8K, a learning curve")
+st.markdown("The consistency LLM is trained by a long campaign of short resumable runs (`python -m cllm campaign run`): "
+            "Jacobi trajectories of the base model on GSM8K training problems, collected in shards, then LoRA training "
+            "(global consistency + AR loss). After every few hundred items the CLLM decodes held-out GSM8K test "
+            "problems: if consistency training works, its Jacobi **tokens per step** rise above the base's while its "
+            "answers stay as good (accuracy, the base's perplexity of them).")
+curve = campaign_curve_rows()
+ui.chart(vc.campaign_curve, curve, key="cllm_campaign")
+if curve:
+    last = curve[-1]
+    st.caption(f"Latest point ({style.esc(str(last.get('date', '')))}): {last['items_seen']:,} items trained, CLLM "
+               f"{last['jacobi_tokens_per_step']:.3f} vs base {last.get('base_jacobi_tokens_per_step', 0):.3f} tokens/step "
+               f"on {last.get('prompts')} held-out problems. The campaign is under way: see docs/benchmarks.md.")
 
 st.subheader("The training objective, drawn")
 st.markdown("The CLLM learns from the base model's Jacobi trajectories. On one of them (a block of the base trace "

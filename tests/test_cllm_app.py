@@ -229,3 +229,23 @@ def test_page_states_the_pair_rule_and_lists_the_evaluation_set(monkeypatch, tmp
     at.button(key="cllm_use").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["prompt"] == "Who wrote Hamlet?" and at.session_state["chat"] is True
+
+
+def test_campaign_curve_draws_cllm_base_target_and_the_perplexity_ratio():
+    rows = [{"items_seen": 0, "prompts": 16, "jacobi_tokens_per_step": 1.1, "base_jacobi_tokens_per_step": 1.1,
+             "accuracy": 0.25, "base_accuracy": 0.25, "identical_share": 1.0, "base_ppl_cllm": 1.5, "base_ppl_base": 1.5,
+             "train_seconds": 0},
+            {"items_seen": 256, "prompts": 16, "jacobi_tokens_per_step": 1.32, "base_jacobi_tokens_per_step": 1.1,
+             "accuracy": 0.19, "base_accuracy": 0.25, "identical_share": 0.6, "base_ppl_cllm": 1.8, "base_ppl_base": 1.5,
+             "train_seconds": 600},
+            {"items_seen": "bad"}]
+    fig = vc.campaign_curve(rows)
+    cllm = [d for d in fig.data if d.name == "CLLM"]
+    assert list(cllm[0].x) == [0, 256] and list(cllm[0].y) == [1.1, 1.32]
+    target = [d for d in fig.data if (d.name or "").startswith("target")]
+    assert list(target[0].y) == pytest.approx([1.65, 1.65])
+    ratio = cllm[3]
+    assert list(ratio.y) == pytest.approx([1.0, 1.2])
+    assert "256 items" in fig.layout.title.text and "10 min" in fig.layout.title.text
+    assert "No learning curve" in vc.campaign_curve([]).layout.annotations[0].text
+    assert rows[0].get("ppl_ratio") is None  # the input rows are not changed

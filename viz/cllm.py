@@ -246,3 +246,53 @@ def objective_figure(obj: dict | None, model: str = "cllm") -> go.Figure:
     fig.update_yaxes(range=[fy + 0.7, -0.7], showgrid=False, zeroline=False, fixedrange=True, tickmode="array",
                      tickvals=list(range(len(states))) + [fy], ticktext=[f"state {k}" for k in range(len(states))] + ["y*"])
     return fig
+
+
+CURVE_PANELS = (  # (row key, base key, panel title, target line or None)
+    ("jacobi_tokens_per_step", "base_jacobi_tokens_per_step", "Jacobi tokens per step (n = 16)", None),
+    ("accuracy", "base_accuracy", "answer accuracy (final number)", None),
+    ("identical_share", None, "same tokens as the base's answer", None),
+    ("ppl_ratio", None, "base perplexity of the answers: CLLM's / base's own", 1.3),
+)
+
+
+def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
+    """The campaign's learning curve (``cllm.campaign.read_curve``): per point on the held-out
+    problems, the CLLM's Jacobi tokens/step against the base's (and the target: ``target_ratio``
+    times the base), accuracy against the base's, the share of the base's tokens kept, and the
+    base's perplexity of the CLLM's answers over that of its own (target <= 1.3); x = items trained."""
+    from plotly.subplots import make_subplots
+
+    rows = [dict(r) for r in rows if isinstance(r, dict) and isinstance(r.get("items_seen"), int)
+            and isinstance(r.get("jacobi_tokens_per_step"), (int, float))]
+    if not rows:
+        return empty_figure("No learning curve yet: run `python -m cllm campaign run`.")
+    for r in rows:
+        b, c = r.get("base_ppl_base"), r.get("base_ppl_cllm")
+        ok = isinstance(b, (int, float)) and isinstance(c, (int, float)) and b > 0
+        r["ppl_ratio"] = c / b if ok else None
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[p[2] for p in CURVE_PANELS], horizontal_spacing=0.1,
+                        vertical_spacing=0.18)
+    x = [r["items_seen"] for r in rows]
+    for i, (key, base_key, title, line) in enumerate(CURVE_PANELS):
+        rr, cc = i // 2 + 1, i % 2 + 1
+        fig.add_trace(go.Scatter(x=x, y=[r.get(key) for r in rows], mode="lines+markers", name="CLLM",
+                                 line=dict(color=VERMILLION, width=3), showlegend=i == 0, legendgroup="cllm",
+                                 hovertemplate=f"%{{x}} items<br>{esc(title)}: %{{y:.3f}}<extra>CLLM</extra>"), rr, cc)
+        if base_key:
+            fig.add_trace(go.Scatter(x=x, y=[r.get(base_key) for r in rows], mode="lines", name="base model",
+                                     line=dict(color=BLUE, width=2, dash="dash"), showlegend=i == 0, legendgroup="base",
+                                     hovertemplate="%{y:.3f}<extra>base</extra>"), rr, cc)
+        if i == 0:
+            fig.add_trace(go.Scatter(x=x, y=[target_ratio * (r.get(base_key) or 0) for r in rows], mode="lines",
+                                     name=f"target: {target_ratio}x the base", line=dict(color=GREY, width=2, dash="dot"),
+                                     hovertemplate="%{y:.3f}<extra>target</extra>"), rr, cc)
+        if line is not None:
+            fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[line, line], mode="lines", name=f"limit {line}",
+                                     line=dict(color=GREY, width=2, dash="dot"), showlegend=False,
+                                     hovertemplate=f"limit {line}<extra></extra>"), rr, cc)
+    last = rows[-1]
+    base_layout(fig, f"Learning curve on {last.get('prompts', '?')} held-out problems: {last['items_seen']:,} items "
+                     f"trained ({last.get('train_seconds', 0) / 60:.0f} min)", 560)
+    fig.update_xaxes(title_text="items trained")
+    return fig
