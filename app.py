@@ -9,11 +9,11 @@ page. The pages (app_pages/*.py) only read the stored traces and draw them with 
 
 import streamlit as st
 
-from app_pages.common import ui
+from app_pages.common import assets, keys, runs, session, sidebar
 
 # the favicon is a local file: a material icon here would be fetched from fonts.gstatic.com
-st.set_page_config(page_title="Parallel Decoding Lab", page_icon=str(ui.ASSETS / "favicon.png"), layout="wide")
-ui.init_state()
+st.set_page_config(page_title="Parallel Decoding Lab", page_icon=str(assets.ASSETS / "favicon.png"), layout="wide")
+session.init_state()
 
 nav = st.navigation([
     st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
@@ -26,6 +26,6 @@ nav = st.navigation([
     st.Page("app_pages/lecture.py", title="Lecture", icon=":material/school:"),
     st.Page("app_pages/traces.py", title="Traces", icon=":material/save:"),
 ])
-if ui.sidebar():
-    ui.run_methods([ui.selected_method()])
+if sidebar.sidebar():
+    runs.run_methods([keys.selected_method()])
 nav.run()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.common import ui
+from app_pages.common import runs, ui
 from viz import cllm as vc, jacobi
 from viz import style
 
@@ -33,7 +33,7 @@ with st.expander("Decode the sidebar's prompt with both models"):
     st.caption("The base model is the sidebar's model (empty: the bundled SmolLM2-135M); n, max new tokens and "
                "the seed come from the sidebar.")
     if st.button("Decode with base and CLLM", key="cllm_run"):
-        ui.decode_pair(folder.strip())
+        runs.decode_pair(folder.strip())
 
 pair = ui.results().cllm
 if pair is None:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.common import ui
+from app_pages.common import keys, models, runs, ui
 from decoding.exactness import compare_to_ar, describe
 from viz import compare, sampling
 from viz.style import METHOD_NAMES
@@ -11,12 +11,12 @@ st.title("Compare methods")
 st.markdown("The same prompt decoded by each method. Greedy decoding gives the same text every time; what changes "
             "is how many forward passes (steps) it takes and where each token came from.")
 if st.button("Run all four methods on the sidebar prompt", key="compare_run"):
-    ui.run_methods(list(ui.METHODS))
+    runs.run_methods(list(keys.METHODS))
 
 res = ui.results()
 traces = {}
 latest = res.latest
-for m in ui.METHODS:
+for m in keys.METHODS:
     t = res.traces.get(m)
     if t is not None and latest is not None and t.prompt_ids == latest.prompt_ids and t.model_id == latest.model_id:
         traces[METHOD_NAMES[m]] = t
@@ -35,7 +35,7 @@ for label, info in agreements.items():
         continue
     t = traces[label]
     try:  # AR's logit gap at the divergence: one forward of the AR prefix, on the model these runs used
-        lm = ui.loaded_model(str(st.session_state.get("model_name", "")).strip())
+        lm = models.loaded_model(str(st.session_state.get("model_name", "")).strip())
         if lm.model_id == t.model_id and str(lm.dtype) == t.dtype:
             info = compare_to_ar(lm, t.prompt_ids, t.output_ids, ar_trace.output_ids, t.dtype)
     except Exception:  # a saved trace of a model not loaded here: the position without the gap

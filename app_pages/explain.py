@@ -10,7 +10,7 @@ import streamlit as st
 from decoding.budget import SHIPPED_CURVES
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
-from app_pages.common import ui
+from app_pages.common import runs, ui
 from decoding.perf.shipped import prediction_lines, shipped_curves
 from viz import compare, explain
 from viz.style import METHOD_NAMES, esc
@@ -38,11 +38,11 @@ ui.budget_section(t, "explain")  # budget=auto: the decisions (no curve needed: 
 
 # ---- the step-cost curve ------------------------------------------------------------------------------
 key = (t.model_id, t.device, t.dtype, t.kernel)
-found = ui.cost_curve(*key, shipped=tuple(SHIPPED_CURVES))  # the curves in assets/, matched by model, device, dtype, kernel
+found = runs.cost_curve(*key, shipped=tuple(SHIPPED_CURVES))  # the curves in assets/, matched by model, device, dtype, kernel
 
 
 def measure() -> None:
-    ui.measure_cost_curve(expected=key, made_with=f"{t.model_id} on {t.device}")
+    runs.measure_cost_curve(expected=key, made_with=f"{t.model_id} on {t.device}")
 
 
 if found is None:

@@ -11,7 +11,7 @@ from test_app_sampling import sidebar_run  # noqa: E402
 
 
 def test_sidebar_runs_a_budgeted_lookahead_and_the_pages_show_its_decisions(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import session
     from decoding.budget import StepCosts
     from tiny import tiny_lm
     from viz import budget
@@ -20,7 +20,7 @@ def test_sidebar_runs_a_budgeted_lookahead_and_the_pages_show_its_decisions(monk
 
     # a flat (GPU-like) curve trusted from the first step, so that the short run feeds guesses
     monkeypatch.setattr(loop, "step_costs_for", lambda lm: StepCosts(lambda k: 1.0 + 0.001 * k, calibrate_first=False))
-    original = ui.init_state
+    original = session.init_state
 
     def init_auto():  # the sidebar's Step budget set to auto on the first run, before the widgets exist
         import streamlit as st
@@ -30,7 +30,7 @@ def test_sidebar_runs_a_budgeted_lookahead_and_the_pages_show_its_decisions(monk
         if first:
             st.session_state.p_budget = "auto"
 
-    monkeypatch.setattr(ui, "init_state", init_auto)
+    monkeypatch.setattr(session, "init_state", init_auto)
     at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Lookahead", 32)
     t = at.session_state["results"].traces["lookahead"]
     assert t.params["budget"] == "auto" and all(s.budget is not None for s in t.steps)

@@ -36,12 +36,12 @@ def _params_script():
 
     import streamlit as st
 
-    from app_pages.common import ui
+    from app_pages.common import keys, session
 
-    ui.init_state()
+    session.init_state()
     if st.session_state.get("sample_now"):
         st.session_state.s_temperature, st.session_state.s_top_k, st.session_state.s_top_p = 0.7, 40, 0.9
-    st.text(json.dumps({m: ui.method_params(m) for m in ui.METHODS}))
+    st.text(json.dumps({m: keys.method_params(m) for m in keys.METHODS}))
 
 
 def test_sidebar_settings_become_run_params():
@@ -77,11 +77,11 @@ def test_lookahead_and_compare_pages_show_the_decisions_of_a_sampled_trace():
 
 def sidebar_run(monkeypatch, lm, method: str, max_new_tokens: int, temperature: float = 0.0) -> AppTest:
     """The app with ``lm`` (a tiny model, byte tokenizer) as the sidebar's model, after Run."""
-    from app_pages.common import ui
+    from app_pages.common import models
     from tiny import ByteTokenizer
 
     lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
     at = fresh()
     at.selectbox(key="example").select("Plain text (no chat)").run()
     at.selectbox(key="method_label").select(method).run()

@@ -34,13 +34,13 @@ def test_md_escapes_what_markdown_latex_and_html_would_read():
 
 
 def test_a_prompt_with_markdown_shows_as_typed_in_the_caption(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import models
     from app_pages.common.text import md
     from tiny import ByteTokenizer, tiny_lm
 
     lm = tiny_lm("llama", 0)
     lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
     prompt = "Costs $5 and $6: *not bold* <b>x</b> [no](link)"
     at = fresh()
     at.text_area(key="prompt").input(prompt).run()
@@ -72,9 +72,9 @@ def test_plotly_labels_keep_quotes_and_escape_tags():
 
 # ---- numbers out of range ------------------------------------------------------------------------
 def test_numbers_out_of_range_are_refused_with_a_sentence(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import models
 
-    monkeypatch.setattr(ui, "get_model", lambda name: pytest.fail("nothing should load"))
+    monkeypatch.setattr(models, "get_model", lambda name: pytest.fail("nothing should load"))
     at = fresh()
     at.number_input(key="max_new_tokens").set_value(9999).run()
     assert at.number_input(key="max_new_tokens").value == 9999  # what was typed stays and is what Run checks
@@ -91,7 +91,7 @@ def test_numbers_out_of_range_are_refused_with_a_sentence(monkeypatch):
 # ---- the public-demo switch ----------------------------------------------------------------------
 @pytest.fixture
 def public(monkeypatch, tmp_path):
-    from app_pages.common import demo, ui
+    from app_pages.common import demo, models
     from tiny import ByteTokenizer, tiny_lm
 
     monkeypatch.setenv("PDL_PUBLIC_DEMO", "1")
@@ -100,7 +100,7 @@ def public(monkeypatch, tmp_path):
     loaded = []
     lm = tiny_lm("llama", 0)
     lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: loaded.append(name) or lm)
+    monkeypatch.setattr(models, "get_model", lambda name: loaded.append(name) or lm)
     return loaded
 
 

@@ -179,15 +179,15 @@ def test_page_opens_on_the_shipped_traces():
 
 
 def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import models
 
-    models = {}
+    lms = {}
     for name, seed in (("", 0), ("my-cllm", 1)):
         lm = tiny_lm("llama", seed)
         lm.tokenizer = ByteTokenizer()
         lm.model_id = f"tiny {name or 'base'}"
-        models[name] = lm
-    monkeypatch.setattr(ui, "get_model", lambda name: models[name])
+        lms[name] = lm
+    monkeypatch.setattr(models, "get_model", lambda name: lms[name])
     at = fresh()
     at.selectbox(key="example").select("Plain text (no chat)").run()
     at.number_input(key="max_new_tokens").set_value(20).run()

@@ -85,7 +85,7 @@ def test_sidebar_split_options_reach_load_model(monkeypatch):
 
     from streamlit.testing.v1 import AppTest
 
-    from app_pages.common import ui
+    from app_pages.common import models
     from tiny import ByteTokenizer
 
     seen = []
@@ -95,7 +95,7 @@ def test_sidebar_split_options_reach_load_model(monkeypatch):
     def fake(name, *split):
         seen.append(split)
         return lm
-    monkeypatch.setattr(ui, "get_model", fake)
+    monkeypatch.setattr(models, "get_model", fake)
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120).run()
     at.selectbox(key="example").select("Plain text (no chat)").run()
     at.number_input(key="max_new_tokens").set_value(4).run()

@@ -21,12 +21,12 @@ def lecture_text(at) -> str:
 
 
 def test_lecture_of_a_live_jacobi_run(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import models
     from tiny import ByteTokenizer, tiny_lm
 
     lm = tiny_lm("llama", 2)
     lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.selectbox(key="example").select("Plain text (no chat)").run()
     at.selectbox(key="method_label").select("Jacobi").run()

@@ -25,12 +25,12 @@ def test_presets_are_registry_parameters_within_bounds():
 
 
 def test_paper_preset_sets_the_sidebar_and_the_run_uses_it(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import models
     from tiny import ByteTokenizer, tiny_lm
 
     lm = tiny_lm("llama", 0)
     lm.tokenizer = ByteTokenizer()
-    monkeypatch.setattr(ui, "get_model", lambda name: lm)
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.selectbox(key="method_label").select("Jacobi").run()
     at.button(key="preset_0").click().run()

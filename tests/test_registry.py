@@ -62,20 +62,20 @@ def _sidebar_script():
 
     import streamlit as st
 
-    from app_pages.common import ui
+    from app_pages.common import keys, session, sidebar
 
-    ui.init_state()
+    session.init_state()
     with st.sidebar:
-        ui.method_widgets(ui.selected_method())
-        ui.shared_param_widgets()
-    st.text(json.dumps({m: ui.method_params(m) for m in ui.METHODS}))
-    st.text(json.dumps({m: ui.check_inputs([m]) for m in ui.METHODS}))
+        sidebar.method_widgets(keys.selected_method())
+        sidebar.shared_param_widgets()
+    st.text(json.dumps({m: keys.method_params(m) for m in keys.METHODS}))
+    st.text(json.dumps({m: sidebar.check_inputs([m]) for m in keys.METHODS}))
 
 
 def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
     from streamlit.testing.v1 import AppTest
 
-    from app_pages.common import ui
+    from app_pages.common import keys
 
     at = AppTest.from_function(_sidebar_script, default_timeout=60).run()
     assert not at.exception
@@ -84,7 +84,7 @@ def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
     for method, spec in REGISTRY.items():
         assert params[method] == spec.defaults  # every parameter, nothing else, registry defaults
         for prm in spec.params:
-            key = ui.widget_key(method, prm.name)
+            key = keys.widget_key(method, prm.name)
             if prm.is_choice:
                 w = at.selectbox(key=key)
                 assert (tuple(w.options), w.value) == (prm.choices, prm.default)
@@ -98,20 +98,20 @@ def test_sidebar_takes_exactly_the_registry_parameters_and_bounds():
                 at.number_input(key=key).set_value(prm.default).run()
                 assert json.loads(at.text[1].value)[method] == []
     # one widget per distinct parameter (the seed several methods declare alike is one)
-    want = {ui.widget_key(m, prm.name) for m, spec in REGISTRY.items() for prm in spec.params}
-    keys = {w.key for w in list(at.number_input) + list(at.checkbox) + list(at.selectbox) if w.key.startswith("p_")}
-    assert keys == want
-    assert ui.widget_key("jacobi", "seed") == ui.widget_key("lookahead", "seed") == "p_seed"
+    want = {keys.widget_key(m, prm.name) for m, spec in REGISTRY.items() for prm in spec.params}
+    drawn = {w.key for w in list(at.number_input) + list(at.checkbox) + list(at.selectbox) if w.key.startswith("p_")}
+    assert drawn == want
+    assert keys.widget_key("jacobi", "seed") == keys.widget_key("lookahead", "seed") == "p_seed"
 
 
 def test_one_name_with_other_defaults_gets_a_widget_per_method(monkeypatch):
-    from app_pages.common import ui
+    from app_pages.common import keys
 
     monkeypatch.setitem(REGISTRY, "repeat", REPEAT)  # its k: default 3, bounds 1..8; prompt lookup's: 10, 1..64
-    assert ui.widget_key("repeat", "k") == "p_repeat_k" and ui.widget_key("pld", "k") == "p_pld_k"
-    assert ui.widget_key("lookahead", "W") == "p_W"
-    keys = {key for _, _, key, _ in ui.param_widgets()}
-    assert {"p_repeat_k", "p_pld_k"} <= keys and "p_k" not in keys
+    assert keys.widget_key("repeat", "k") == "p_repeat_k" and keys.widget_key("pld", "k") == "p_pld_k"
+    assert keys.widget_key("lookahead", "W") == "p_W"
+    drawn = {key for _, _, key, _ in keys.param_widgets()}
+    assert {"p_repeat_k", "p_pld_k"} <= drawn and "p_k" not in drawn
 
 
 def test_trace_validator_and_figures_read_the_registry():

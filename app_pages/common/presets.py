@@ -13,6 +13,8 @@ import streamlit as st
 from decoding.methods import REGISTRY
 from viz.style import METHOD_NAMES
 
+from .keys import widget_key
+
 PRESETS: dict[str, tuple[str, dict]] = {  # button label -> (method, parameters)
     "Paper settings (lookahead W=15, N=5, G=15, window-only pool)":
         ("lookahead", {"W": 15, "N": 5, "G": 15, "seed_pool_prompt": False, "harvest_output": False}),
@@ -33,8 +35,6 @@ def apply(label: str) -> None:
     check(method, params)
     ss = st.session_state
     ss.method_label = METHOD_NAMES[method]
-    from app_pages.common.ui import widget_key  # ui draws the preset buttons: import it here, not at the top
-
     for k, v in params.items():
         ss[widget_key(method, k)] = v
 

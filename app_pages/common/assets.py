@@ -1,0 +1,38 @@
+"""The app's files: where assets/ is, the shipped example traces and the shipped CLLM pair (read once
+per process, shared read-only by every session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from decoding.methods import METHODS
+from decoding.trace import Trace
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = ROOT / "assets"
+CLLM_ASSETS = ASSETS / "cllm"
+SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
+
+
+@st.cache_resource(show_spinner=False)
+def example_traces() -> dict[str, Trace]:
+    """The traces shipped in assets/ (read once per process, shared read-only)."""
+    out = {}
+    for m in METHODS:
+        p = ASSETS / f"example_{m}.json"
+        try:
+            out[m] = Trace.load(str(p))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_pair() -> tuple[Trace, Trace] | None:
+    """The precomputed base and CLLM Jacobi traces in assets/cllm (None if missing)."""
+    try:
+        return Trace.load(str(CLLM_ASSETS / "base_jacobi.json")), Trace.load(str(CLLM_ASSETS / "cllm_jacobi.json"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,138 @@
+"""The shared sidebar: prompt, method and its registry parameters, sampling, model, Run / Stop; and
+the check of its settings that Run makes before anything loads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from decoding.methods import REGISTRY
+from viz.style import METHOD_NAMES
+
+from .demo import public_demo
+from .keys import (APP_MAX_NEW_TOKENS, EXAMPLE_PROMPTS, METHODS, SAMPLING_METHODS, method_params, param_widgets,
+                   selected_method, widget_key)
+from .models import model_refused, model_split
+from .presets import preset_buttons
+from .text import md
+
+
+def _use_example() -> None:
+    prompt, chat = EXAMPLE_PROMPTS[st.session_state.example]
+    st.session_state.prompt, st.session_state.chat = prompt, chat
+
+
+def sidebar() -> bool:
+    """Draw the shared controls; True when Run was pressed in this rerun."""
+    with st.sidebar:
+        st.markdown("### Prompt")
+        st.selectbox("Example prompt", list(EXAMPLE_PROMPTS), key="example", on_change=_use_example)
+        st.text_area("Prompt", key="prompt", height=150)
+        st.checkbox("Chat mode (the model's chat template)", key="chat")
+        st.markdown("### Method")
+        preset_buttons()
+        st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
+        method = selected_method()
+        method_widgets(method)
+        st.number_input("Max new tokens", key="max_new_tokens", step=1,
+                        help=f"1 to {APP_MAX_NEW_TOKENS} in the app")
+        shared_param_widgets()
+        sampling_controls(method)
+        st.markdown("### Model")
+        st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
+                      help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
+                           "cache" + (" (a public demo: nothing else)." if public_demo() else ", or a local model folder."))
+        if not public_demo():  # server paths and devices: not for a public demo's visitors
+            with st.expander("Advanced: split the model (accelerate)"):
+                st.text_input("Device map", key="device_map", placeholder="whole model on one device",
+                              help="auto, balanced, sequential, or a JSON {module: device} (0, cuda:1, cpu, disk): "
+                                   "layers over several GPUs, the CPU and disk. Same tokens as unsplit.")
+                st.text_input("Max memory", key="max_memory", placeholder="0=70GiB,1=70GiB,cpu=200GiB")
+                st.text_input("Offload folder", key="offload_folder", help="where layers mapped to disk are kept")
+        c1, c2 = st.columns(2)
+        run = c1.button("Run", type="primary", key="run_button", width="stretch")
+        c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
+    return run
+
+
+def sampling_controls(method: str) -> None:
+    """Temperature, top-k, top-p and the sampling seed; disabled for the greedy-only methods (Jacobi)."""
+    greedy_only = method not in SAMPLING_METHODS
+    with st.expander("Sampling: temperature, top-k, top-p", expanded=float(st.session_state.s_temperature) > 0):
+        if greedy_only:
+            st.caption(f"{METHOD_NAMES[method]} decodes greedily only: sampling is not an exact method for it. "
+                       f"These settings apply to {', '.join(METHOD_NAMES[m] for m in SAMPLING_METHODS)}.")
+        st.number_input("Temperature (0 = greedy)", min_value=0.0, max_value=5.0, step=0.1, key="s_temperature",
+                        disabled=greedy_only,
+                        help="Above 0 the method samples. Lookahead and prompt lookup accept a candidate token t "
+                             "with probability p(t); their output is distributed exactly as AR sampling.")
+        off = greedy_only or float(st.session_state.s_temperature) <= 0
+        st.number_input("Top-k (0 = off)", min_value=0, max_value=100_000, key="s_top_k", disabled=off)
+        st.slider("Top-p (1 = off)", min_value=0.05, max_value=1.0, step=0.05, key="s_top_p", disabled=off)
+        st.number_input("Sampling seed", min_value=0, max_value=2**31 - 1, key="s_seed", disabled=off,
+                        help="The same seed gives the same text again.")
+
+
+def _widget(prm, label: str, key: str) -> None:
+    if prm.is_choice:
+        st.selectbox(label, list(prm.choices), key=key, help=prm.help)
+    elif prm.is_bool:
+        st.checkbox(label, key=key, help=prm.help)
+    else:
+        st.number_input(label, key=key, step=1,  # no browser bounds: Run checks (check_inputs)
+                        help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
+
+
+def method_widgets(method: str) -> None:
+    """One expander per method with parameters, its widgets and bounds from the registry."""
+    shared = {key for _, _, key, sh in param_widgets() if sh}
+    for m, spec in REGISTRY.items():
+        own = [prm for prm in spec.params if widget_key(m, prm.name) not in shared]
+        if not own:
+            continue
+        with st.expander(f"{spec.label}: {', '.join(p.name for p in own if not (p.is_bool or p.is_choice))}", expanded=method == m):
+            for prm in own:
+                _widget(prm, prm.label or prm.name, widget_key(m, prm.name))
+
+
+def shared_param_widgets() -> None:
+    """Widgets of parameters several methods take (the seed of the initial guesses, the budget)."""
+    for _, prm, key, sh in param_widgets():
+        if sh:
+            who = " / ".join(spec.label for spec in REGISTRY.values() if prm.name in spec.defaults)
+            label = prm.label or prm.name.capitalize()
+            _widget(prm, f"{label} ({who}: {prm.help})" if len(prm.help) < 40 else f"{label} ({who})", key)
+
+
+def check_inputs(methods: list[str] | None = None) -> list[str]:
+    """Problems with the sidebar's settings for ``methods`` (default: the selected one), each as one
+    sentence (empty: fine). The number fields have no bounds in the browser, so that what a
+    visitor typed is what Run checks here (a bounded field kept showing an out-of-range number
+    while Run used the last valid one)."""
+    from decoding.methods import ConfigError, resolve_params
+
+    ss = st.session_state
+    errs = []
+    if not str(ss.prompt).strip():
+        errs.append("The prompt is empty: type one or pick an example.")
+    mnt = ss.max_new_tokens
+    if isinstance(mnt, bool) or not isinstance(mnt, int) or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
+        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}, not {md(str(mnt))}.")
+    for m in methods or [selected_method()]:
+        try:
+            resolve_params(m, method_params(m))
+        except ConfigError as e:
+            errs.append(f"{METHOD_NAMES[m]}: {md(str(e))}.")
+    err = model_refused(str(ss.model_name).strip())
+    if err:
+        errs.append(err)
+    if public_demo() and any(model_split()):
+        errs.append("This public demo loads models whole: device map, max memory and offload folder are off.")
+    return errs
+
+
+def inputs_ok(methods: list[str] | None = None) -> bool:
+    """Show each problem of the sidebar's settings as an error; True when there is none."""
+    errs = check_inputs(methods)
+    for e in errs:
+        st.error(e)
+    return not errs
