@@ -88,6 +88,42 @@ def test_numbers_out_of_range_are_refused_with_a_sentence(monkeypatch):
     assert len(errs) == 1 and "W must be between 1 and 64" in errs[0], errs
 
 
+@pytest.mark.parametrize("key, value, sentence", [
+    ("max_new_tokens", 1e20, "Max new tokens must be between 1 and 512, not 100000000000000000000."),
+    ("max_new_tokens", 12.5, "Max new tokens must be a whole number from 1 to 512, not 12.5."),
+    ("p_W", 1e20, "Lookahead: W must be between 1 and 64, got 100000000000000000000."),
+    ("p_W", 2.5, "Lookahead: W must be an integer, got 2.5."),
+    ("s_temperature", -1.0, "Lookahead: temperature must be a number between 0 (greedy) and 100, got -1."),
+    ("s_temperature", 1000.0, "Lookahead: temperature must be a number between 0 (greedy) and 100, got 1000."),
+    ("s_top_k", -3.0, "Lookahead: top_k must be an integer >= 0 (0: off), got -3."),
+])
+def test_run_refuses_what_a_number_field_shows(monkeypatch, key, value, sentence):
+    """Issue 24.2: the number a field shows is what Run checks, with the registry's bounds: refused
+    with a sentence naming the field and its bounds (a temperature of -1 was read as greedy)."""
+    from app_pages.common import models
+
+    monkeypatch.setattr(models, "get_model", lambda name: pytest.fail("nothing should load"))
+    at = fresh()
+    if key.startswith("s_") and key != "s_temperature":
+        at.number_input(key="s_temperature").set_value(0.7).run()
+    at.number_input(key=key).set_value(value).run()
+    assert at.number_input(key=key).value == value
+    at.button(key="run_button").click().run()
+    assert not at.exception
+    assert [e.value.replace("\\", "") for e in at.error] == [sentence]
+
+
+def test_no_number_field_has_bounds_in_the_browser():
+    """An integer field keeps the browser's bounds +-2^53 (99999999999999999999 stayed in the field
+    with a red mark, never reaching Run); the sampling fields had their own (temperature 0 to 5)."""
+    at = fresh()
+    at.number_input(key="s_temperature").set_value(0.7).run()
+    fields = {w.key: w.proto for w in at.number_input}
+    assert {"max_new_tokens", "p_W", "p_n", "s_temperature", "s_top_k", "s_seed"} <= set(fields)
+    for key, proto in fields.items():
+        assert not proto.has_min and not proto.has_max and proto.min < -1e300 and proto.max > 1e300, key
+
+
 # ---- the public-demo switch ----------------------------------------------------------------------
 @pytest.fixture
 def public(monkeypatch, tmp_path):

@@ -65,20 +65,33 @@ def param_widgets() -> list[tuple[str, object, str, bool]]:
     return [(m, prm, key, n > 1) for key, (m, prm, n) in seen.items()]
 
 
+def whole(v):
+    """A number field's value as an int when it is a whole number (the fields are float-typed, see
+    sidebar.number_field) and shown in full there (below 1e21); anything else as it is, for the
+    registry's check to name."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e21:
+        return int(v)
+    return v
+
+
 def sampling_params(method: str) -> dict:
-    """The sidebar's sampling settings as params for ``method`` (empty: greedy)."""
+    """The sidebar's sampling settings as params for ``method`` (empty: greedy). A temperature that
+    is not 0 goes as typed, with the other three, so that the registry checks them all (-1 and 1000
+    are refused, not read as greedy)."""
     ss = st.session_state
-    t = float(ss.get("s_temperature", 0.0) or 0.0)
-    if method not in SAMPLING_METHODS or t <= 0:
+    t = ss.get("s_temperature", 0.0)
+    t = 0.0 if t is None else whole(t)
+    if method not in SAMPLING_METHODS or t == 0:
         return {}
-    return {"temperature": t, "top_k": int(ss.s_top_k), "top_p": float(ss.s_top_p), "sample_seed": int(ss.s_seed)}
+    return {"temperature": t, "top_k": whole(ss.s_top_k), "top_p": float(ss.s_top_p), "sample_seed": whole(ss.s_seed)}
 
 
 def method_params(method: str) -> dict:
-    """The sidebar's settings for ``method``: exactly its registry parameters, plus sampling."""
+    """The sidebar's settings for ``method``: exactly its registry parameters, plus sampling (as
+    typed: resolve_params checks them)."""
     ss = st.session_state
     out = {}
     for prm in REGISTRY[method].params:
         v = ss[widget_key(method, prm.name)]
-        out[prm.name] = str(v) if prm.is_choice else bool(v) if prm.is_bool else int(v)
+        out[prm.name] = str(v) if prm.is_choice else bool(v) if prm.is_bool else whole(v)
     return out | sampling_params(method)

@@ -10,7 +10,7 @@ from viz.style import METHOD_NAMES
 
 from .demo import public_demo
 from .keys import (APP_MAX_NEW_TOKENS, EXAMPLE_PROMPTS, METHODS, SAMPLING_METHODS, method_params, param_widgets,
-                   selected_method, widget_key)
+                   selected_method, whole, widget_key)
 from .models import model_refused, model_split
 from .presets import preset_buttons
 from .text import md
@@ -33,8 +33,7 @@ def sidebar() -> bool:
         st.selectbox("Method", [METHOD_NAMES[m] for m in METHODS], key="method_label")
         method = selected_method()
         method_widgets(method)
-        st.number_input("Max new tokens", key="max_new_tokens", step=1,
-                        help=f"1 to {APP_MAX_NEW_TOKENS} in the app")
+        number_field("Max new tokens", "max_new_tokens", help=f"1 to {APP_MAX_NEW_TOKENS} in the app")
         shared_param_widgets()
         sampling_controls(method)
         st.markdown("### Model")
@@ -57,19 +56,31 @@ def sidebar() -> bool:
 def sampling_controls(method: str) -> None:
     """Temperature, top-k, top-p and the sampling seed; disabled for the greedy-only methods (Jacobi)."""
     greedy_only = method not in SAMPLING_METHODS
-    with st.expander("Sampling: temperature, top-k, top-p", expanded=float(st.session_state.s_temperature) > 0):
+    with st.expander("Sampling: temperature, top-k, top-p", expanded=st.session_state.s_temperature != 0):
         if greedy_only:
             st.caption(f"{METHOD_NAMES[method]} decodes greedily only: sampling is not an exact method for it. "
                        f"These settings apply to {', '.join(METHOD_NAMES[m] for m in SAMPLING_METHODS)}.")
-        st.number_input("Temperature (0 = greedy)", min_value=0.0, max_value=5.0, step=0.1, key="s_temperature",
-                        disabled=greedy_only,
-                        help="Above 0 the method samples. Lookahead and prompt lookup accept a candidate token t "
-                             "with probability p(t); their output is distributed exactly as AR sampling.")
-        off = greedy_only or float(st.session_state.s_temperature) <= 0
-        st.number_input("Top-k (0 = off)", min_value=0, max_value=100_000, key="s_top_k", disabled=off)
+        number_field("Temperature (0 = greedy)", "s_temperature", step=0.1, disabled=greedy_only,
+                     help="0 to 100. Above 0 the method samples. Lookahead and prompt lookup accept a candidate "
+                          "token t with probability p(t); their output is distributed exactly as AR sampling.")
+        off = greedy_only or st.session_state.s_temperature == 0
+        number_field("Top-k (0 = off)", "s_top_k", disabled=off, help="0 to 1000000")
         st.slider("Top-p (1 = off)", min_value=0.05, max_value=1.0, step=0.05, key="s_top_p", disabled=off)
-        st.number_input("Sampling seed", min_value=0, max_value=2**31 - 1, key="s_seed", disabled=off,
-                        help="The same seed gives the same text again.")
+        number_field("Sampling seed", "s_seed", disabled=off,
+                     help="0 or more. The same seed gives the same text again.")
+
+
+def number_field(label: str, key: str, help: str, step: float = 1.0, disabled: bool = False) -> None:
+    """A number field with no bounds in the browser, so that any number typed reaches Run, which
+    checks it with the registry's bounds (check_inputs) and refuses with a sentence. Float-typed
+    because an integer field keeps the browser bounds +-2^53: 99999999999999999999 stayed in the
+    field with a red mark while Run used the last valid value. '%g' shows the value Run gets."""
+    st.number_input(label, key=key, step=step, format="%g", disabled=disabled, help=help)
+
+
+def shown(v) -> str:
+    """A number as the field shows it ('%g' in the browser: whole numbers in full up to 1e21)."""
+    return f"{v:g}" if isinstance(v, float) and not (v.is_integer() and abs(v) < 1e21) else str(v)
 
 
 def _widget(prm, label: str, key: str) -> None:
@@ -78,8 +89,7 @@ def _widget(prm, label: str, key: str) -> None:
     elif prm.is_bool:
         st.checkbox(label, key=key, help=prm.help)
     else:
-        st.number_input(label, key=key, step=1,  # no browser bounds: Run checks (check_inputs)
-                        help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
+        number_field(label, key, help=f"{prm.help} ({prm.lo} to {prm.hi}; default {prm.default})")
 
 
 def method_widgets(method: str) -> None:
@@ -105,18 +115,20 @@ def shared_param_widgets() -> None:
 
 def check_inputs(methods: list[str] | None = None) -> list[str]:
     """Problems with the sidebar's settings for ``methods`` (default: the selected one), each as one
-    sentence (empty: fine). The number fields have no bounds in the browser, so that what a
-    visitor typed is what Run checks here (a bounded field kept showing an out-of-range number
-    while Run used the last valid one)."""
+    sentence (empty: fine). The number fields have no bounds in the browser (number_field), so
+    that what a visitor typed is what Run checks here, with the registry's bounds."""
     from decoding.methods import ConfigError, resolve_params
 
     ss = st.session_state
     errs = []
     if not str(ss.prompt).strip():
         errs.append("The prompt is empty: type one or pick an example.")
-    mnt = ss.max_new_tokens
-    if isinstance(mnt, bool) or not isinstance(mnt, int) or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
-        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}, not {md(str(mnt))}.")
+    mnt = whole(ss.max_new_tokens)
+    is_int = isinstance(mnt, int) and not isinstance(mnt, bool)
+    if not is_int and not (isinstance(mnt, float) and mnt.is_integer()):
+        errs.append(f"Max new tokens must be a whole number from 1 to {APP_MAX_NEW_TOKENS}, not {md(shown(mnt))}.")
+    elif not is_int or not 1 <= mnt <= APP_MAX_NEW_TOKENS:
+        errs.append(f"Max new tokens must be between 1 and {APP_MAX_NEW_TOKENS}, not {md(shown(mnt))}.")
     for m in methods or [selected_method()]:
         try:
             resolve_params(m, method_params(m))

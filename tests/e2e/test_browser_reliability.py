@@ -329,6 +329,38 @@ def test_an_out_of_range_number_is_refused_not_replaced(fresh_server, browser):
         pg.close()
 
 
+def test_run_refuses_what_a_number_field_shows(fresh_server, browser):
+    """Issue 24.2: a number beyond the browser's integer bounds (+-2^53), and a temperature of -1 or
+    1000 (the sampling fields had browser bounds), stayed in the field with a red mark while Run
+    went ahead with the last valid value. Now the field keeps it and Run refuses with a sentence
+    naming the field and its bounds."""
+    _, url = fresh_server
+    pg = new_page(browser)
+    try:
+        pg.goto(url + "/lookahead")
+        wait_idle(pg)
+        set_number(pg, "Max new tokens", 1)  # a Run that went ahead anyway stays short
+        huge = "99999999999999999999"
+        for name, typed, sentence, back in (
+                ("Max new tokens", huge, "Max new tokens must be between 1 and 512, not 100000000000000000000", 1),
+                ("W (window columns)", huge, "W must be between 1 and 64, got 100000000000000000000", 5),
+                ("Temperature (0 = greedy)", "-1", "temperature must be a number between 0 (greedy) and 100, got -1.", 0),
+                ("Temperature (0 = greedy)", "1000", "temperature must be a number between 0 (greedy) and 100, got 1000.", 0)):
+            if not side(pg).get_by_role("spinbutton", name=name).is_visible():  # the Sampling expander
+                side(pg).locator("summary").filter(has_text="Sampling: temperature").click()
+            set_number(pg, name, typed)
+            shows = side(pg).get_by_role("spinbutton", name=name).input_value()
+            assert float(shows) == float(typed), f"{name} shows {shows!r} after {typed!r} was typed"
+            side(pg).get_by_role("button", name="Run").click()
+            wait_idle(pg)
+            assert pg.get_by_text(sentence, exact=False).count() == 1, f"no refusal for {name} = {typed}"
+            assert pg.get_by_text("live run", exact=False).count() == 0, f"Run went ahead with {name} = {typed}"
+            set_number(pg, name, back)
+        assert_healthy(pg)
+    finally:
+        pg.close()
+
+
 def test_user_text_shows_as_typed(fresh_server, browser):
     """A prompt with Markdown, LaTeX and HTML in it shows in the trace's caption exactly as typed."""
     _, url = fresh_server
