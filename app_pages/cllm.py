@@ -29,7 +29,9 @@ st.markdown("A CLLM is the base model fine-tuned on its own Jacobi trajectories:
             "greedy answer. Jacobi then converges in fewer iterations, with more **fast-forwarded** and "
             "**stationary** tokens. Both models below decode the same prompt with greedy Jacobi; press **Play**.")
 with st.expander("Decode the sidebar's prompt with both models"):
-    folder = st.text_input("CLLM folder (LoRA adapter or full model)", value=str(ui.SHIPPED_ADAPTER), key="cllm_folder")
+    folder = st.text_input("CLLM folder (LoRA adapter or full model)", value=ui.SHIPPED_ADAPTER_NAME, key="cllm_folder",
+                           help="A folder relative to the app's, or absolute; the shipped CLLM is "
+                                f"{ui.SHIPPED_ADAPTER_NAME}.")
     st.caption("The base model is the sidebar's model (empty: the bundled SmolLM2-135M); n, max new tokens and "
                "the seed come from the sidebar.")
     if st.button("Decode with base and CLLM", key="cllm_run"):

@@ -4,6 +4,7 @@ Plotly labels with quotes, numbers out of range refused with a sentence, the pub
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -170,9 +171,69 @@ def test_a_public_demo_limits_the_cllm_folder_to_the_shipped_adapter(public):
     at.button(key="cllm_run").click().run()
     errs = [e.value for e in at.error]
     assert len(errs) == 1 and "public demo" in errs[0] and public == []
-    from app_pages.common import ui
-    at.text_input(key="cllm_folder").input(str(ui.SHIPPED_ADAPTER)).run()
+    from app_pages.common.assets import SHIPPED_ADAPTER
+    at.text_input(key="cllm_folder").input(str(SHIPPED_ADAPTER)).run()
     at.button(key="cllm_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert public == ["", str(ui.SHIPPED_ADAPTER)]
+    assert public == ["", str(SHIPPED_ADAPTER)]
     assert json.dumps(at.session_state["results"].cllm.source).startswith('"live run')
+
+
+PAGES = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())  # every page of app.py's navigation
+
+
+def page_text(at) -> str:
+    """Every string the page sends to the browser (each element's protobuf, as text)."""
+    out = []
+
+    def walk(node) -> None:
+        if getattr(node, "proto", None) is not None:
+            out.append(str(node.proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("written", ["assets/cllm/adapter", "assets/cllm/adapter/", "./assets/cllm/adapter",
+                                     "{root}/assets/cllm/adapter/"])
+def test_a_public_demo_shows_no_server_path_and_takes_the_adapter_however_written(monkeypatch, tmp_path, written):
+    """Issue 24.5: the CLLM folder field was pre-filled with the server's absolute path to the
+    adapter (and a live decode's caption repeated it in the CLLM's model id); the same folder with a
+    trailing / was refused."""
+    import decoding.model
+    from app_pages.common import demo, models
+    from app_pages.common.assets import SHIPPED_ADAPTER
+    from tiny import ByteTokenizer, tiny_lm
+
+    monkeypatch.setenv("PDL_PUBLIC_DEMO", "1")
+    monkeypatch.setattr(demo, "hf_cache", lambda: tmp_path)
+    loaded = []
+
+    def load_model(name=None, **split):  # names an adapter as decoding.model does: its folder as given
+        lm = tiny_lm("llama", 0)
+        lm.tokenizer = ByteTokenizer()
+        lm.model_id = f"{name} (LoRA on tiny)" if name else "tiny"
+        loaded.append(name)
+        return lm
+
+    monkeypatch.setattr(decoding.model, "load_model", load_model)
+    models.get_model.clear()
+    try:
+        at = fresh()
+        for page in PAGES:
+            at.switch_page(page).run()
+            assert str(ROOT) not in page_text(at), page
+        at.switch_page("app_pages/cllm.py").run()
+        assert at.text_input(key="cllm_folder").value == "assets/cllm/adapter"
+        at.number_input(key="max_new_tokens").set_value(3).run()
+        at.text_input(key="cllm_folder").input(written.format(root=ROOT)).run()
+        at.button(key="cllm_run").click().run()
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert loaded == [None, str(SHIPPED_ADAPTER)]  # one name, one cache entry, however it was written
+        assert any("CLLM: assets/cllm/adapter (LoRA on tiny)" in c.value for c in at.caption)
+        at.text_input(key="cllm_folder").input("assets/cllm/adapter").run()
+        assert str(ROOT) not in page_text(at)
+    finally:
+        models.get_model.clear()

@@ -14,6 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
 CLLM_ASSETS = ASSETS / "cllm"
 SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
+SHIPPED_ADAPTER_NAME = SHIPPED_ADAPTER.relative_to(ROOT).as_posix()  # as a page names it: no server path
+
+
+def app_relative(text: str) -> str:
+    """``text`` with this app's folder left out of every path in it (a page shows no server path:
+    /srv/lab/assets/cllm/adapter -> assets/cllm/adapter)."""
+    return text.replace(str(ROOT) + "/", "")
 
 
 @st.cache_resource(show_spinner=False)

@@ -5,16 +5,30 @@ Decoding state (the KV cache, the pool) lives in the Run, never in the cache."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import streamlit as st
 
-from .assets import SHIPPED_ADAPTER
+from .assets import ROOT, SHIPPED_ADAPTER, app_relative
 from .demo import model_refused as _model_refused
+
+
+def canonical(name: str) -> str:
+    """The shipped CLLM adapter's folder however it is written (relative to the app, absolute, with
+    ./ or a trailing /): its absolute path, one cache entry; any other name as it is."""
+    if not name:
+        return name
+    try:
+        p = Path(name)
+        same = (p if p.is_absolute() else ROOT / p).resolve() == SHIPPED_ADAPTER.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return name
+    return str(SHIPPED_ADAPTER) if same else name
 
 
 def model_refused(name: str) -> str | None:
     """Why a public demo (PDL_PUBLIC_DEMO=1) refuses this model or CLLM folder (None: allowed)."""
-    return _model_refused(name, also=(str(SHIPPED_ADAPTER),))
+    return _model_refused(canonical(name), also=(str(SHIPPED_ADAPTER),))
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -23,7 +37,9 @@ def get_model(name: str, device_map: str = "", max_memory: str = "", offload_fol
     from decoding.model import load_model
 
     split = {"device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder} if device_map else {}
-    return load_model(name or None, **split)
+    lm = load_model(name or None, **split)
+    lm.model_id = app_relative(lm.model_id)  # a folder of the app (the shipped adapter) named without the server path
+    return lm
 
 
 def model_split() -> tuple[str, str, str]:
@@ -34,7 +50,7 @@ def model_split() -> tuple[str, str, str]:
 
 def loaded_model(name: str):
     """get_model with the sidebar's split, if one is set (plain get_model(name) otherwise)."""
-    split = model_split()
+    name, split = canonical(name), model_split()
     return get_model(name, *split) if split[0] else get_model(name)
 
 

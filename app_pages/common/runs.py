@@ -153,6 +153,7 @@ def decode_pair(folder: str) -> None:
     ss = st.session_state
     if not inputs_ok(["jacobi"]):
         return
+    folder = models.canonical(folder)
     if models.model_refused(folder):
         st.error(models.model_refused(folder))
         return
