@@ -90,10 +90,22 @@ if table:
             st.button("Use this prompt in the sidebar (then decode it above)", key="cllm_use",
                       on_click=_use_prompt, args=(texts[picked["id"]], bool(table.get("chat"))))
 
+def gain(ratio: float, stopped: bool) -> dict:
+    """The tokens-per-step metric's delta: green only for a gain of two finished decodes, red for a
+    loss, grey and said so when a decode was stopped (its tokens/step covers only what it decoded)."""
+    if stopped:
+        return {"delta": f"{ratio:.2f}x, stopped: a partial decode", "delta_color": "gray", "delta_arrow": "off"}
+    up = round(ratio, 2) > 1
+    same = round(ratio, 2) == 1
+    return {"delta": f"{ratio:.2f}x", "delta_color": "gray" if same else "green" if up else "red",
+            "delta_arrow": "off" if same else "up" if up else "down"}
+
+
 rows = vc.summary_rows(base, cllm)
 c1, c2, c3 = st.columns(3)
 ratio = rows[1]["tokens/step"] / rows[0]["tokens/step"] if rows[0]["tokens/step"] else 0.0
-c1.metric("Tokens per step: base → CLLM", f"{rows[0]['tokens/step']:.2f} → {rows[1]['tokens/step']:.2f}", f"{ratio:.2f}x")
+c1.metric("Tokens per step: base → CLLM", f"{rows[0]['tokens/step']:.2f} → {rows[1]['tokens/step']:.2f}",
+          **gain(ratio, any(t.stop_reason in ("stopped", "") for t in (base, cllm))))
 c2.metric("Forward steps: base → CLLM", f"{rows[0]['steps']} → {rows[1]['steps']}")
 d = vc.drift(base, cllm)
 c3.metric("Same tokens as the base's answer", f"{d['identical_share']:.0%}",

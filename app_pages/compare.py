@@ -10,7 +10,8 @@ from viz.style import METHOD_NAMES
 st.title("Compare methods")
 st.markdown("The same prompt decoded by each method. Greedy decoding gives the same text every time; what changes "
             "is how many forward passes (steps) it takes and where each token came from.")
-if st.button("Run all four methods on the sidebar prompt", key="compare_run"):
+if st.button(f"Run all {len(keys.METHODS)} methods on the sidebar prompt", key="compare_run",
+             help=", ".join(METHOD_NAMES[m] for m in keys.METHODS) + ", one after the other"):
     runs.run_methods(list(keys.METHODS))
 
 res = ui.results()

@@ -21,14 +21,19 @@ st.title("Explain")
 st.markdown("Tokens per step alone does not make a run fast: a step that feeds many tokens costs more than a "
             "one-token AR step, by how much depends on the hardware. This page weighs the two.")
 res = ui.results()
-# live runs first (latest first), then the examples with lookahead first
+
+
+def example(m: str) -> bool:
+    return res.sources.get(m, "").startswith("example")
+
+
+# live runs and uploads first (latest first), then the examples with lookahead first
 shown = sorted((m for m in res.order if m in res.traces and m != "ar"),
-               key=lambda m: (res.sources.get(m, "").startswith("example"), m != "lookahead", -res.order.index(m)))
-choices = {f"{METHOD_NAMES[m]} · {res.sources.get(m, '')}": m for m in shown}
-if not choices:
+               key=lambda m: (example(m), example(m) and m != "lookahead", -res.order.index(m)))
+if not shown:
     st.info(f"No {', '.join(METHOD_NAMES[m] for m in METHOD_NAMES if m != 'ar')} trace yet: run one from the sidebar.")
     st.stop()
-t = res.traces[ui.pick("Trace to explain", choices, key="explain_trace")]
+t = res.traces[ui.pick_trace("Trace to explain", shown, key="explain_trace")]
 ui.caption(t, res.sources.get(t.method, ""))
 ar = res.traces.get("ar")
 if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_id or ar.device != t.device):

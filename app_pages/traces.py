@@ -11,8 +11,8 @@ ss = st.session_state
 st.markdown("A trace is everything a run recorded (tokens, steps, each method's per-step record) as versioned "
             "JSON. Every page works the same on a live run and on a loaded trace.")
 res = ui.results()
-if res.traces:
-    m = ui.pick("Trace", {f"{METHOD_NAMES.get(k, k)} · {res.sources.get(k, '')}": k for k in res.traces}, key="trace_pick")
+if res.traces:  # the latest first
+    m = ui.pick_trace("Trace", [k for k in reversed(res.order) if k in res.traces], key="trace_pick")
     t = res.traces[m]
     ui.caption(t, res.sources.get(m, ""))
     st.download_button("Download JSON", data=t.to_json(), file_name=f"trace_{m}.json", mime="application/json",
@@ -33,5 +33,6 @@ if up is not None and ss.get("uploaded_id") != up.file_id:
         else:
             ui.put_trace(t, f"uploaded file {up.name}")
             ss.uploaded_id = up.file_id
+            pages = ui.pages_showing(t.method)
             st.success(f"Loaded {ui.md(up.name)}: a {METHOD_NAMES[t.method]} trace with {len(t.output_ids)} tokens. "
-                       f"The {METHOD_NAMES[t.method]} and Compare pages now show it.")
+                       f"{pages} now show{'s' if pages.endswith('page') else ''} it.")

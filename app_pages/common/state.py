@@ -48,12 +48,14 @@ class Results:
     order: list[str] = field(default_factory=list)
     cllm: CllmPair | None = None
     curves: dict[tuple[str, str, str], CurveFound | None] = field(default_factory=dict)
+    puts: int = 0  # how many traces were put so far (a picker keyed by it opens on the latest again)
 
     def put(self, trace: Trace, source: str) -> None:
         """Show ``trace`` for its method from now on (plain object writes: safe in a stopped thread)."""
         self.traces[trace.method] = trace
         self.sources[trace.method] = source
         self.order = [m for m in self.order if m != trace.method] + [trace.method]
+        self.puts += 1
 
     @property
     def latest(self) -> Trace | None:

@@ -27,6 +27,27 @@ def pick(label: str, options: dict[str, object], key: str):
     return options.get(choice, next(iter(options.values())))
 
 
+def pick_trace(label: str, methods: list[str], key: str) -> str:
+    """A picker over this session's traces of ``methods``, in the order given (the first is the
+    default); a trace put since its last drawing (a run, an upload) opens it on the first again,
+    not on an older choice."""
+    res, ss = results(), st.session_state
+    if ss.get(f"{key}_puts") != res.puts:
+        ss.pop(key, None)
+        ss[f"{key}_puts"] = res.puts
+    return pick(label, {f"{METHOD_NAMES.get(m, m)} · {res.sources.get(m, '')}": m for m in methods}, key=key)
+
+
+# the pages that show a method's trace, besides Compare (every method) and Explain (all but AR)
+METHOD_PAGES = {"jacobi": ("Jacobi", "Lecture"), "lookahead": ("Lookahead", "Lecture"), "tr": ("Token Recycling",)}
+
+
+def pages_showing(method: str) -> str:
+    """'The Lookahead, Lecture, Compare and Explain pages': where a trace of ``method`` is shown."""
+    pages = [*METHOD_PAGES.get(method, ()), "Compare", *(("Explain",) if method != "ar" else ())]
+    return "The " + (f"{', '.join(pages[:-1])} and {pages[-1]} pages" if len(pages) > 1 else f"{pages[0]} page")
+
+
 def step_page(steps: list[int], key: str) -> int:
     """Which page of an animation's steps to show (viz.style.pages): a picker when there are several."""
     from viz import style
