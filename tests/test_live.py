@@ -82,3 +82,36 @@ def test_model_held_releases_the_lock_and_gives_up_when_stopped():
         with live.model_held(lock, lv2, lambda: None):
             raise RuntimeError
     assert not lock.locked()
+
+
+def test_the_explain_measurement_goes_through_the_locked_scaffold(monkeypatch):
+    """runs.LockedDecode, as Explain's "Measure" uses it: the lock is held while measuring, the
+    curve is kept for the session, and the decode is marked done with the lock released."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import decoding.perf.measure
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages.common import models
+    from tiny import ByteTokenizer
+
+    lm = tiny_lm("llama", 0)
+    lm.tokenizer = ByteTokenizer()
+    held = []
+
+    def measure(lm, progress, force):
+        held.append(models.model_lock().locked())
+        return SimpleNamespace(model_id=lm.model_id, device=lm.device, dtype=lm.dtype, kernel=lm.kernel)
+
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
+    monkeypatch.setattr(decoding.perf.measure, "load_or_measure", measure)
+    monkeypatch.setattr("decoding.perf.costs.find_curve", lambda *a, **k: None)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60).run()
+    at.switch_page("app_pages/explain.py").run()
+    at.button(key="explain_measure").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert held == [True] and not models.model_lock().locked()
+    assert at.session_state["live"].done.is_set()
+    found = at.session_state["results"].curves[(lm.model_id, lm.device, lm.dtype, lm.kernel)]
+    assert found.where == "measured on this machine just now"
