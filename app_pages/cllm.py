@@ -90,6 +90,7 @@ if table:
             st.button("Use this prompt in the sidebar (then decode it above)", key="cllm_use",
                       on_click=_use_prompt, args=(texts[picked["id"]], bool(table.get("chat"))))
 
+
 def gain(ratio: float, stopped: bool) -> dict:
     """The tokens-per-step metric's delta: green only for a gain of two finished decodes, red for a
     loss, grey and said so when a decode was stopped (its tokens/step covers only what it decoded)."""
