@@ -48,7 +48,7 @@ class Results:
     order: list[str] = field(default_factory=list)
     cllm: CllmPair | None = None
     curves: dict[tuple[str, str, str], CurveFound | None] = field(default_factory=dict)
-    puts: int = 0  # how many traces were put so far (a picker keyed by it opens on the latest again)
+    puts: int = 0  # how many traces were put so far (ui.pick_trace opens on the latest when it grew)
 
     def put(self, trace: Trace, source: str) -> None:
         """Show ``trace`` for its method from now on (plain object writes: safe in a stopped thread)."""
