@@ -14,7 +14,7 @@ import streamlit as st
 from decoding.trace import Trace
 from viz.style import METHOD_NAMES
 
-from .assets import ASSETS, CLLM_ASSETS, SHIPPED_ADAPTER_NAME, example_traces  # noqa: F401 (the pages' imports)
+from .assets import ASSETS, CLLM_ASSETS, ROOT, SHIPPED_ADAPTER_NAME, example_traces  # noqa: F401 (the pages' imports)
 from .session import put_trace, results  # noqa: F401 (the pages' imports)
 from .text import md
 
