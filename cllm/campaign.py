@@ -436,6 +436,26 @@ def _metrics_upto(root: Path, step: int) -> None:
         p.write_text("".join(keep))
 
 
+def _trainer(c: Campaign, base, say):
+    """The campaign's trainer on ``base`` (loaded if None) and the LoadedModel that decodes with it."""
+    from decoding.model import LoadedModel, load_model
+
+    if base is None:
+        base = load_model(None if c.model == "bundled" else c.model, progress=say)
+    tr = Trainer(c, base)
+    _metrics_upto(c.root, tr.step)
+    lm = LoadedModel(tr.model, base.tokenizer, base.model_id, base.device, base.dtype,
+                     kernel=getattr(base, "kernel", "stock"))
+    return tr, lm
+
+
+def _curve(tr: Trainer, held: list[dict], say) -> None:
+    tr.save()
+    p = tr.curve(held)
+    say(f"curve at {tr.items_seen} items: tokens/step {p['jacobi_tokens_per_step']} "
+        f"(base {p['base_jacobi_tokens_per_step']}), accuracy {p['accuracy']} (base {p['base_accuracy']})")
+
+
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0) -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
@@ -446,37 +466,24 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     many training steps of this run (0: no limit)."""
     import torch
 
-    from decoding.model import LoadedModel, load_model
-
     c = open_campaign(root)
     stop = {"now": False}
-
-    def _stop(*_):
-        stop["now"] = True
-
-    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    old = {s: signal.signal(s, lambda *_: stop.update(now=True)) for s in (signal.SIGTERM, signal.SIGINT)}
     t_end = time.perf_counter() + minutes * 60
     done = {"steps": 0, "shards": 0, "points": 0}
     over = lambda: stop["now"] or time.perf_counter() > t_end or bool(max_steps and done["steps"] >= max_steps)
-    if base is None:
-        base = load_model(None if c.model == "bundled" else c.model, progress=lambda m: say(m))
-    tr = Trainer(c, base)
-    _metrics_upto(c.root, tr.step)
-    lm = LoadedModel(tr.model, base.tokenizer, base.model_id, base.device, base.dtype)
-    lm.kernel = getattr(base, "kernel", "stock")
+    tr, lm = _trainer(c, base, say)
     held = heldout_rows(c)
     try:
         if not read_curve(root) and not collect_only:
-            p = tr.curve(held)
+            _curve(tr, held, say)
             done["points"] += 1
-            say(f"curve at 0 items: {p}")
         while not over():
             if collect_only or tr.available() < c.settings.items_per_step:
                 tr.model.eval()
                 with torch.inference_mode(), tr.model.disable_adapter():
-                    e = collect_shard(c, lm, say, over)
-                if e is None:
-                    break
+                    if collect_shard(c, lm, say, over) is None:
+                        break
                 done["shards"] += 1
                 continue
             before = tr.items_seen
@@ -486,12 +493,9 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
                 say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
                     f"{tr.seconds / tr.step:.2f} s/step")
             if before // eval_every != tr.items_seen // eval_every:
-                tr.save()
-                p = tr.curve(held)
+                _curve(tr, held, say)
                 done["points"] += 1
-                say(f"curve at {tr.items_seen} items: tokens/step {p['jacobi_tokens_per_step']} "
-                    f"(base {p['base_jacobi_tokens_per_step']}), accuracy {p['accuracy']} (base {p['base_accuracy']})")
-            if tr.step % save_every == 0:
+            elif tr.step % save_every == 0:
                 tr.save()
     finally:
         tr.save()

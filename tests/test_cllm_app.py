@@ -165,10 +165,12 @@ def test_page_opens_on_the_shipped_traces():
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(specs) == 4
+    assert len(specs) == 5
+    campaign = specs[3]["layout"]
+    assert "Learning curve" in campaign.get("title", {}).get("text", "") or "No learning curve" in str(campaign)
     assert len(specs[0]["frames"]) >= 2 and [f["traces"] for f in specs[0]["frames"]][0] == [0, 1]
     assert "Training" in specs[2]["layout"]["title"]["text"]
-    assert "The CLLM objective" in specs[3]["layout"]["title"]["text"]
+    assert "The CLLM objective" in specs[4]["layout"]["title"]["text"]
     assert any("shipped traces" in c.value for c in at.caption)
     assert len(at.metric) == 3
     sb = at.selectbox(key="cllm_block")
@@ -202,7 +204,7 @@ def test_page_decodes_the_sidebar_prompt_with_both_models(monkeypatch):
     assert base.params["n"] == 5 and len(base.output_ids) == 20 and base.prompt_ids == cllm.prompt_ids
     assert any("live run" in c.value for c in at.caption)
     # no metrics for this folder: the curves say so instead of failing
-    assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-2].proto.spec))
+    assert "No training metrics" in json.dumps(json.loads(at.get("plotly_chart")[-3].proto.spec))
 
 
 def test_page_states_the_pair_rule_and_lists_the_evaluation_set(monkeypatch, tmp_path):
