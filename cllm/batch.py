@@ -14,8 +14,9 @@ per item than one prompt at a time. Each lane follows exactly the single-prompt 
 
 All lanes share one KV cache of batch ``lanes``: rows are padded, and each row's valid cache
 slots are tracked by a boolean mask instead of cropping (crop is per batch). A lane's new tokens
-go at the end of the cache; the slots of guesses that were not committed stay masked and are
-squeezed out when the unused tail grows past ``COMPACT_AT``. Positions are each lane's own
+go at the end of the cache; fed slots that no row keeps are cropped at once, and the slots of
+guesses that one row did not keep (while another did) stay masked until they add up to
+``COMPACT_AT`` in the longest row, when every row's valid slots are moved to the front. Positions are each lane's own
 (its number of valid slots), so RoPE sees the same positions as the single-prompt loop.
 A finished lane is refilled with the next prompt (prefilled alone, then written into its row).
 
@@ -29,7 +30,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-COMPACT_AT = 48  # squeeze the cache when this many slots at its end are unused by every row
+COMPACT_AT = 48  # squeeze the cache when its longest row wastes this many slots
 
 
 @dataclass
@@ -241,9 +242,13 @@ class BatchedJacobi:
         for r in live:
             kept = self.rows[r].update(argmax[r][:len(feds[r])])
             keep[r, :kept] = True
-        self.valid = torch.cat([self.valid, keep], dim=1)
-        tail = int((~self.valid).flip(1).cumprod(1).sum(1).min())  # slots at the end no row uses
-        if tail >= COMPACT_AT:
+        # the fed slots past the longest kept run are no row's: crop them; squeeze out the others
+        # (the unkept guesses of the rows that kept fewer) once they add up to COMPACT_AT slots
+        used = int(keep.sum(1).max())
+        self.valid = torch.cat([self.valid, keep[:, :used]], dim=1)
+        if used < F:
+            self.cache.crop(-(F - used))
+        if self._length() - int(self.valid.sum(1).max()) >= COMPACT_AT:
             self._compact()
 
     def run(self, lanes_in: Iterable[Lane]) -> Iterator[Lane]:

@@ -22,11 +22,25 @@ def _single(lm, prompts, n, max_new, seed=0):
     return out
 
 
+class Watched(BatchedJacobi):
+    """Checks after every iteration that the shared cache stays as short as promised: the longest
+    row's valid slots + fewer than COMPACT_AT wasted ones."""
+
+    def _step(self):
+        super()._step()
+        from cllm.batch import COMPACT_AT
+
+        longest = int(self.valid.sum(1).max())
+        assert self._length() - longest < COMPACT_AT
+        assert self.cache.get_seq_length() == self._length()
+        self.compacted = getattr(self, "compacted", 0) + (self._length() == longest)
+
+
 def _batched(lm, prompts, n, max_new, lanes, seed=0):
     eos = set(lm.eos_token_ids)
     todo = [Lane({"id": f"p{i}"}, ids, n, max_new, eos, seed) for i, ids in enumerate(prompts)]
     out, finished = [], []
-    for ln in BatchedJacobi(lm, n, max_new, seed, lanes).run(todo):
+    for ln in Watched(lm, n, max_new, seed, lanes).run(todo):
         finished.append(ln)
         out += ln.items("cat", False, lm.model_id)
     return out, finished
