@@ -46,10 +46,15 @@ def provenance_shares(trace: Trace) -> dict[str, float]:
 
 
 # ---- Jacobi -------------------------------------------------------------------------------------
+def jacobi_steps(trace: Trace, block: int) -> list:
+    """The Steps of ``block``'s iterations, in order (each with its JacobiRecord in ``.jacobi``)."""
+    steps = [s for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
+    return sorted(steps, key=lambda s: s.jacobi.iteration)
+
+
 def jacobi_iterations(trace: Trace, block: int) -> list:
     """The JacobiRecords of ``block``, one per iteration, in order."""
-    recs = [s.jacobi for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
-    return sorted(recs, key=lambda r: r.iteration)
+    return [s.jacobi for s in jacobi_steps(trace, block)]
 
 
 def jacobi_fixed_point(trace: Trace, block: int) -> list[int]:
@@ -78,12 +83,15 @@ def jacobi_commits(trace: Trace, block: int) -> list[list[int]]:
     """Per state y(k) (see ``jacobi_states``): the block positions whose tokens the iteration that
     produced it committed to the output (y(0): none; the block's position 0 came before it).
 
-    Iteration k feeds the block from its current token (position ``start``) on and commits
-    ``committed`` tokens: the guesses it confirmed, then the model's own next token after them, at
-    positions start + 1 .. start + committed (the last may be the next block's first token)."""
+    Iteration k feeds the block from its current token (position ``start``) on and commits the
+    step's tokens: the guesses it confirmed, then the model's own next token after them, at
+    positions start + 1 .. start + len(step.tokens). The last of them can be position n, one past
+    the block: the next block's position 0 (the token the next block starts from), which the
+    block's last iteration always commits unless the run ended. So the positions add up to the
+    block's committed tokens (``jacobi_counts``' "tokens"), n for a full block."""
     out: list[list[int]] = [[]]
-    for it in jacobi_iterations(trace, block):
-        out.append([p for p in range(it.start + 1, it.start + it.committed + 1) if p < len(it.after)])
+    for s in jacobi_steps(trace, block):
+        out.append(list(range(s.jacobi.start + 1, s.jacobi.start + len(s.tokens) + 1)))
     return out
 
 
@@ -144,7 +152,7 @@ def jacobi_counts(trace: Trace) -> list[dict]:
             "block": b.index,
             "size": len(b.fixed_point),
             "iterations": len(its),
-            "tokens": sum(len(s.tokens) for s in trace.steps if s.jacobi is not None and s.jacobi.block == b.index),
+            "tokens": sum(len(s.tokens) for s in jacobi_steps(trace, b.index)),
             "fast_forwarded": sum(row.count("fast_forward") for row in rows),
             "stationary": len({p for row in rows for p, s in enumerate(row) if s == "stationary"}),
             "extra_committed": sum(max(it.committed - 1, 0) for it in its),

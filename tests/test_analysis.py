@@ -1,5 +1,7 @@
 """Jacobi bookkeeping on hand-made trajectories, provenance, histograms, pool replay."""
 
+from pathlib import Path
+
 import pytest
 
 from decoding.analysis import (accepted_histogram, committed_curve, jacobi_cell_states, jacobi_commits, jacobi_counts,
@@ -79,7 +81,8 @@ def test_fast_forward_is_marked_at_the_forward_that_made_the_tokens_right():
     rows = jacobi_cell_states(tr, 0)
     assert rows[1] == ["committed", "new", "fast_forward", "fast_forward", "wrong"]
     assert rows[2] == ["committed"] * 4 + ["new"]
-    assert jacobi_commits(tr, 0) == [[], [1], [2, 3, 4], []]
+    # iteration 3 commits the model's token after E: position 5, the next block's first (issue 23, item 4)
+    assert jacobi_commits(tr, 0) == [[], [1], [2, 3, 4], [5]]
     c = jacobi_counts(tr)[0]
     assert (c["fast_forwarded"], c["stationary"], c["extra_committed"], c["iterations"]) == (2, 0, 2, 3)
 
@@ -127,6 +130,24 @@ def test_live_jacobi_counts_add_up():
             assert not set(ff) & set(commits[k])
             if ff and k + 1 < len(commits):
                 assert set(ff) <= set(commits[k + 1])
+
+
+def test_commits_add_up_to_the_blocks_committed_tokens():
+    """Issue 23, item 4: a block's last iteration commits one token, the next block's first
+    (position n); the commits left it out ("0 committed"), so they added up to 15 of a full
+    block's 16 tokens. Per block they now add up to jacobi_counts' tokens, on the shipped example
+    and on a live run whose last block is cut by max_new_tokens."""
+    lm = tiny_lm("llama", 2)
+    live = decode(lm, [3, 4, 5, 3, 4, 5, 3, 4], "jacobi", {"n": 6}, 21)
+    shipped = Trace.load(str(Path(__file__).resolve().parents[1] / "assets" / "example_jacobi.json"))
+    for tr in (live, shipped):
+        n = tr.params["n"]
+        for c in jacobi_counts(tr):
+            commits = jacobi_commits(tr, c["block"])
+            assert sum(len(p) for p in commits) == c["tokens"]
+            if c["tokens"] == n:  # a full block: its last iteration commits the next block's first token
+                assert commits[-1][-1] == n
+        assert sum(c["tokens"] for c in jacobi_counts(tr)) == tr.step_tokens
 
 
 def test_a_block_without_early_guesses_takes_one_iteration_per_token():

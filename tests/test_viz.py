@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
 
 from decoding import analysis
+from decoding.trace import Trace
 from tests.viz_traces import ar_trace, jacobi_ff_trace, jacobi_trace, lookahead_trace
 from viz import compare, jacobi, lookahead, style
 from viz.style import JACOBI_STATES, PROVENANCE
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def colour(state: str) -> str:
@@ -66,7 +70,8 @@ def test_jacobi_animation_frames_and_cells():
     commits = analysis.jacobi_commits(t, 0)
     for k, row in enumerate(analysis.jacobi_cell_states(t, 0)):
         assert list(fig.frames[k].data[0].marker.color) == [colour(s) for s in row]
-        assert [i for i, w in enumerate(fig.frames[k].data[0].marker.line.width) if w == 5] == commits[k]
+        nxt = [4] if list(fig.frames[k].data[1].marker.line.width) == [5] else []  # the next block's first token
+        assert [i for i, w in enumerate(fig.frames[k].data[0].marker.line.width) if w == 5] + nxt == commits[k]
     # the last frame: the fixed point, all committed
     assert list(fig.frames[-1].data[0].marker.color) == [colour("committed")] * 4
     assert "fixed point" in fig.frames[-1].layout.title.text
@@ -87,6 +92,38 @@ def test_jacobi_fast_forward_is_shown_at_the_forward_that_made_it():
     assert jacobi.COMMIT_LEGEND in legend_names(fig)
 
 
+def outlined(fig) -> int:
+    """Outlined (committed) cells over all frames of a Jacobi animation, the next block's cell included."""
+    return sum(sum(1 for w in d.marker.line.width if w == 5) for f in fig.frames for d in f.data)
+
+
+def test_jacobi_last_iteration_commits_the_next_blocks_first_token():
+    """Issue 23, item 4: the last iteration read "0 committed" though it commits the next block's
+    first token, and the outlines added up to one less than the tokens the counts give."""
+    t = jacobi_ff_trace()  # iteration 3 feeds 14 alone and commits 99, the next block's first token
+    fig = jacobi.block_animation(t, 0)
+    last = fig.frames[-1]
+    assert "1 committed: the next block's first token" in last.layout.title.text
+    nxt = last.data[1]  # the cell right of the block
+    assert list(nxt.x) == [5] and list(nxt.text) == ["␣v"] and list(nxt.marker.line.width) == [5]
+    assert list(nxt.marker.color) == [colour("new")]
+    assert list(fig.frames[1].data[1].x) == [None]  # not there before it is committed
+    assert list(fig.layout.xaxis.ticktext)[-1] == jacobi.NEXT_LABEL
+    assert outlined(fig) == analysis.jacobi_counts(t)[0]["tokens"] == 5
+    # the hand-made block whose last iteration commits a guess and the next block's first token
+    t2 = jacobi_trace()
+    fig2 = jacobi.block_animation(t2, 0)
+    assert "2 committed, the last is the next block's first token" in fig2.frames[-1].layout.title.text
+    assert outlined(fig2) == analysis.jacobi_counts(t2)[0]["tokens"] == 4
+    # the static figure: one more cell, outlined, in the last row
+    cells = jacobi.block_figure(t, 0).data[0]
+    assert sum(1 for w in cells.marker.line.width if w >= 4) == 5
+    # the shipped example: every block's outlines add up to its committed tokens (16 for a full one)
+    ex = Trace.load(str(ROOT / "assets" / "example_jacobi.json"))
+    for c in analysis.jacobi_counts(ex):
+        assert outlined(jacobi.block_animation(ex, c["block"])) == c["tokens"]
+
+
 def test_jacobi_animation_has_controls_fixed_axes_and_a_legend_for_every_state():
     fig = jacobi.block_animation(jacobi_trace(), 0)
     menu = fig.layout.updatemenus[0]
@@ -94,7 +131,8 @@ def test_jacobi_animation_has_controls_fixed_axes_and_a_legend_for_every_state()
     assert menu.buttons[0].args[1]["frame"]["redraw"] is True
     assert [s.args[0][0] for s in fig.layout.sliders[0].steps] == ["0", "1", "2", "3"]
     assert [s.label for s in fig.layout.sliders[0].steps] == ["guess", "1", "2", "3"]
-    assert fig.layout.xaxis.fixedrange and tuple(fig.layout.xaxis.range) == (-0.6, 3.6)
+    # positions 0..3 and, right of the block, the next block's first token (committed by the last iteration)
+    assert fig.layout.xaxis.fixedrange and tuple(fig.layout.xaxis.range) == (-0.6, 4.6)
     assert set(legend_names(fig)) == {label for _, label in JACOBI_STATES.values()} | {jacobi.COMMIT_LEGEND}
     # the fixed point row (trace 1) shows the block's final tokens
     assert list(fig.data[1].text) == ["␣x", "␣&lt;b&gt;", "&amp;", "↵"]
@@ -105,7 +143,8 @@ def test_jacobi_block_figure_rows_are_states():
     t = jacobi_trace()
     fig = jacobi.block_figure(t, 0)
     cells = fig.data[0]
-    assert len(cells.x) == 4 * 4  # the initial guess + the state after each of 3 iterations, n = 4
+    # the initial guess + the state after each of 3 iterations, n = 4, and the next block's first token
+    assert len(cells.x) == 4 * 4 + 1
     ys = list(cells.y)
     row1 = [c for c, y in zip(cells.marker.color, ys) if y == 1]  # after iteration 1
     assert row1[2:] == [colour("wrong"), colour("stationary")]

@@ -7,6 +7,9 @@ state of the block per frame: y(0) the initial guess, y(k) the block after itera
 (``decoding.analysis.jacobi_cell_states``): a token is fast-forwarded at the iteration whose
 forward made it right; the tokens that iteration committed to the output
 (``decoding.analysis.jacobi_commits``) are outlined. The block's fixed point is drawn underneath.
+The block's last iteration also commits the model's own token after the block: the next block's
+first token, drawn as one cell right of the block ("next block") in the state that committed it,
+so the outlined cells add up to the tokens the per-block counts give.
 """
 
 from __future__ import annotations
@@ -41,10 +44,20 @@ class BlockView:
     fp: list[int]  # the fixed point
     recs: list  # the JacobiRecords, in iteration order
     texts: dict[int, str]
+    next_id: int | None = None  # the output token after the block (the next block's position 0)
+
+    @property
+    def has_next(self) -> bool:
+        return any(self.n in c for c in self.commits)
 
     @property
     def n(self) -> int:
         return len(self.rows[0])
+
+    def next_token(self, k: int) -> int | None:
+        """The token at position n (the next block's first) if the iteration that produced y(k)
+        committed it, else None."""
+        return self.next_id if self.n in self.commits[k] else None
 
     @property
     def done(self) -> bool:
@@ -55,16 +68,22 @@ def block_view(trace, block: int) -> BlockView | None:
     recs = analysis.jacobi_iterations(trace, block)
     if not recs:
         return None
-    return BlockView(analysis.jacobi_states(trace, block), analysis.jacobi_cell_states(trace, block),
-                     analysis.jacobi_commits(trace, block), analysis.jacobi_fixed_point(trace, block), recs,
-                     token_texts(trace))
+    rows = analysis.jacobi_states(trace, block)
+    off = next((b.offset for b in trace.blocks if b.index == block), None)
+    after = off + len(rows[0]) if off is not None else None
+    nxt = trace.output_ids[after] if after is not None and after < len(trace.output_ids) else None
+    return BlockView(rows, analysis.jacobi_cell_states(trace, block), analysis.jacobi_commits(trace, block),
+                     analysis.jacobi_fixed_point(trace, block), recs, token_texts(trace), nxt)
 
 
 def row_label(v: BlockView, k: int) -> str:
     if k == 0:
         return f"initial guess: {v.n - 1} tokens drawn from the prompt"
     ff = v.states[k].count("fast_forward")
-    bits = [f"after iteration {k}/{len(v.recs)}", f"{len(v.commits[k])} committed"]
+    c = len(v.commits[k])
+    nxt = "" if v.next_token(k) is None else (": the next block's first token" if c == 1 else
+                                              ", the last is the next block's first token")
+    bits = [f"after iteration {k}/{len(v.recs)}", f"{c} committed{nxt}"]
     if ff:
         bits.append(f"{ff} fast-forwarded")
     if k == len(v.recs):
@@ -100,6 +119,33 @@ def _cells(v: BlockView, k: int, y, fp_row: bool = False) -> dict:
     )
 
 
+NEXT_LABEL = "next block"  # the x tick of the cell right of the block
+
+
+def _next_cell(v: BlockView, k: int, y) -> dict:
+    """The cell right of the block in row ``k``: the next block's first token where the iteration
+    that produced y(k) committed it (made right as AR would, outlined), else nothing."""
+    t = v.next_token(k)
+    if t is None:
+        return dict(x=[None], y=[None], text=[""], hovertext=[""],
+                    marker=dict(color=["#FFFFFF"], symbol="square", size=CELL, line=dict(color=[COMMIT_LINE], width=[0])),
+                    textfont=dict(color=["#000000"], size=12, family=FONT["family"]))
+    colour = JACOBI_STATES["new"][0]
+    return dict(x=[v.n], y=[y], text=[cell_label(piece(v.texts, t))],
+                hovertext=[f"position {v.n}: the next block's first token<br>{hover_label(piece(v.texts, t))} (id {t})"
+                           "<br>the model's own token after this block's last position"
+                           "<br>committed to the output by this iteration"],
+                marker=dict(color=[colour], symbol="square", size=CELL, line=dict(color=[COMMIT_LINE], width=[5])),
+                textfont=dict(color=[text_colour(colour)], size=12, family=FONT["family"]))
+
+
+def _x_axis(fig: go.Figure, v: BlockView, **kw) -> None:
+    """Positions 0 .. n-1, and the next block's first token at n when the block committed it."""
+    n = v.n + v.has_next
+    fig.update_xaxes(range=[-0.6, n - 0.4], fixedrange=True, showgrid=False, zeroline=False, tickmode="array",
+                     tickvals=list(range(n)), ticktext=[str(i) for i in range(v.n)] + [NEXT_LABEL] * v.has_next, **kw)
+
+
 def _no_block(block: int) -> go.Figure:
     return empty_figure(f"No Jacobi iterations recorded for block {block}.")
 
@@ -127,14 +173,17 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
                              textposition="middle center", **_cells(v, ks[0], 1)))
     fig.add_trace(go.Scatter(mode="markers+text", name="fixed point", showlegend=False, hoverinfo="text",
                              textposition="middle center", **_cells(v, 0, 0, fp_row=True)))
-    legend(fig)
-    fig.frames = [go.Frame(name=str(k), traces=[0], data=[go.Scatter(**_cells(v, k, 1))],
+    legend(fig)  # traces 2 .. : legend entries
+    fig.add_trace(go.Scatter(mode="markers+text", name=NEXT_LABEL, showlegend=False, hoverinfo="text",
+                             textposition="middle center", **_next_cell(v, ks[0], 1)))
+    nxt = len(fig.data) - 1
+    fig.frames = [go.Frame(name=str(k), traces=[0, nxt], data=[go.Scatter(**_cells(v, k, 1)),
+                                                                 go.Scatter(**_next_cell(v, k, 1))],
                            layout=dict(title=dict(text=_title(trace, block, v, k)))) for k in ks]
     animation_controls(fig, [str(k) for k in ks], ["guess" if k == 0 else str(k) for k in ks], duration_ms,
                        prefix="iteration ")
     base_layout(fig, _title(trace, block, v, ks[0]), 400, animated=True)
-    fig.update_xaxes(range=[-0.6, v.n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(v.n)))
+    _x_axis(fig, v)
     fig.update_yaxes(range=[-0.6, 1.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=[0, 1], ticktext=["fixed point", "block"])
     return fig
@@ -154,6 +203,7 @@ def block_figure(trace, block: int = 0) -> go.Figure:
     if v is None:
         return _no_block(block)
     cells = [_cells(v, k, k) for k in range(len(v.rows))]
+    cells += [_next_cell(v, k, k) for k in range(len(v.rows)) if v.next_token(k) is not None]
     join = lambda f: [x for c in cells for x in f(c)]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
@@ -167,8 +217,7 @@ def block_figure(trace, block: int = 0) -> go.Figure:
     ))
     legend(fig)
     base_layout(fig, f"Block {block}: every state against the fixed point", 170 + 44 * len(v.rows))
-    fig.update_xaxes(range=[-0.6, v.n - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=list(range(v.n)), title_text="position in block")
+    _x_axis(fig, v, title_text="position in block")
     fig.update_yaxes(range=[len(v.rows) - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=list(range(len(v.rows))),
                      ticktext=["guess"] + [f"after it {k}" for k in range(1, len(v.rows))])
