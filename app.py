@@ -16,7 +16,9 @@ st.set_page_config(page_title="Parallel Decoding Lab", page_icon=str(assets.ASSE
 session.init_state()
 
 nav = st.navigation([
-    st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True),
+    # Jacobi is the page at /; /jacobi shows it too (a default page is served at / only)
+    st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", default=True, url_path="jacobi_home"),
+    st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", url_path="jacobi", visibility="hidden"),
     st.Page("app_pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
     st.Page("app_pages/recycling.py", title="Token Recycling", icon=":material/recycling:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),

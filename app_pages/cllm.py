@@ -154,8 +154,9 @@ st.subheader("The training objective, drawn")
 st.markdown("The CLLM learns from the base model's Jacobi trajectories. On one of them (a block of the base trace "
             "above, a held-out prompt the CLLM did not train on): from every state the model should predict the "
             "fixed point y* (**global consistency**: KL from y*'s distribution to the state's, from the state's first "
-            "wrong position on, orange arrows), optionally the next state (**local consistency**, blue arrows), and "
-            "y* itself token by token (**AR loss**, weighted 10×, which keeps the greedy answer).")
+            "wrong position on, orange arrows), optionally the next state (**local consistency**, blue arrows, drawn "
+            "only when the CLLM trained with it), and y* itself token by token (**AR loss**, weighted 10×, which "
+            "keeps the greedy answer).")
 try:
     objective = json.loads((ui.CLLM_ASSETS / "objective.json").read_text(encoding="utf-8"))
 except (OSError, ValueError):
@@ -164,6 +165,10 @@ if objective is None:
     st.info("No objective item shipped (assets/cllm/objective.json: scripts/cllm_objective.py writes it).")
 else:
     who = st.radio("Loss values of", ["the CLLM", "the base model"], key="cllm_obj_model", horizontal=True)
-    ui.chart(vc.objective_figure, objective, "cllm" if who == "the CLLM" else "base", key="cllm_objective")
+    local = metrics_of(ui.SHIPPED_ADAPTER)[1].get("local")  # the objective item is the shipped CLLM's
+    ui.chart(vc.objective_figure, objective, "cllm" if who == "the CLLM" else "base",
+             float(local) if isinstance(local, (int, float)) else None, key="cllm_objective")
+    if local == 0:
+        st.caption("The shipped CLLM trained without the local consistency loss (local weight 0): no local arrows.")
     st.dataframe(vc.objective_rows(objective), hide_index=True)
     st.caption(style.esc(f"{objective['command']} ({objective['seconds']} s on this machine's CPU)"))

@@ -25,6 +25,7 @@ if t is not None:
     if len(spans) > 1:
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
+    st.caption(jacobi.HINDSIGHT)
     st.markdown(jacobi.DEFINITIONS)
     ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
     st.markdown(jacobi.counts_sentence(t))

@@ -58,4 +58,4 @@ st.markdown(f'<div data-testid="lecture-text" style="font-size:{size};line-heigh
             f'<div style="font-weight:700;font-size:1.25em">{step.title}</div>{step.text}</div>', unsafe_allow_html=True)
 ui.chart(lecture.lecture_figure, t, step, large, key="lecture_fig")
 st.caption("The dashed black frame marks what the narration talks about.")
-ui.caption(t, where)
+ui.caption(t, where, fallback_note=source == sources[0])

@@ -103,6 +103,25 @@ def test_upload_valid_bad_and_huge_traces():
     assert any("uploaded file mine.json" in c.value for c in at.caption)
 
 
+def test_a_page_says_when_it_falls_back_on_the_example_trace():
+    """Issue 23, item 8: a reload (a new session) fell back on the example trace without saying
+    so. A page showing the example says "Showing the example trace" in a box; once the session has
+    its own trace for the method, the box goes."""
+    from tests.viz_traces import jacobi_trace
+    at = fresh()  # a new session: what a reload gives
+    notes = lambda: [i.value for i in at.info if "Showing the example trace" in i.value]
+    assert len(notes()) == 1 and "example\\_jacobi.json" in notes()[0] and "reload" in notes()[0]
+    for page in ("app_pages/lookahead.py", "app_pages/explain.py", "app_pages/lecture.py"):
+        at.switch_page(page).run()
+        assert len(notes()) == 1, page
+    at.radio(key="lecture_source").set_value("Shipped example").run()
+    assert not notes()  # picked on purpose: no fallback to announce
+    at.switch_page("app_pages/traces.py").run()
+    at.file_uploader(key="trace_upload").upload("j.json", jacobi_trace().to_json().encode(), "application/json").run()
+    at.switch_page("app_pages/jacobi.py").run()
+    assert not at.exception and not notes()
+
+
 def test_upload_wrong_schema_version():
     from tests.viz_traces import jacobi_trace
     d = jacobi_trace().to_dict()

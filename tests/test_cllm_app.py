@@ -117,6 +117,29 @@ def test_objective_figure_draws_the_shipped_item():
     assert obj["losses"]["cllm"]["global"][0] < obj["losses"]["base"]["global"][0]
 
 
+def test_objective_figure_draws_local_arrows_only_for_a_model_trained_with_them():
+    """Issue 23, item 8: the figure drew local-consistency arrows though the shipped CLLM trained
+    without that loss (cllm.json "local": 0). With weight 0 no local arrow and the legend says why;
+    with a weight above 0 they are drawn; the page passes the shipped model's weight."""
+    obj = json.loads((ASSETS / "objective.json").read_text(encoding="utf-8"))
+    states, fp = obj["states"], obj["fixed_point"]
+    n_global = sum(s != fp for s in states)
+    n_local = sum(a != b for a, b in zip(states, states[1:]))
+    arrows = lambda fig: sum(1 for a in fig.layout.annotations if a.showarrow)
+    legend = lambda fig: [d.name for d in fig.data if d.showlegend and "local consistency" in (d.name or "")]
+    off = vc.objective_figure(obj, "cllm", 0.0)
+    assert arrows(off) == n_global and n_local > 0
+    assert f"{obj['losses']['cllm']['local'][0]:.2f}" not in [a.text for a in off.layout.annotations]
+    assert "not used in training" in legend(off)[0]
+    on = vc.objective_figure(obj, "cllm", 1.0)
+    assert arrows(on) == n_global + n_local and "training weight 1" in legend(on)[0]
+    assert json.loads((ASSETS / "adapter" / "cllm.json").read_text())["local"] == 0
+    at = fresh()
+    spec = json.loads(at.get("plotly_chart")[3].proto.spec)
+    assert sum(1 for a in spec["layout"]["annotations"] if a.get("showarrow")) == n_global
+    assert any("not used in training" in (d.get("name") or "") for d in spec["data"])
+
+
 def test_training_curves_smooth_the_rows():
     rows = [{"step": i + 1, "consistency": float(10 - i), "ar": 1.0 / (i + 1), "seconds": 2.0 * i, "tokens": 100 * i}
             for i in range(10)]

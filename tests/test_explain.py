@@ -98,6 +98,26 @@ def test_jacobi_lecture_fast_forward_at_the_forward_that_made_it():
     assert "made 3 consecutive tokens right" in ff.text and "Iteration 2 feeds them" in ff.text
 
 
+def test_jacobi_narration_names_the_colours_drawn():
+    """Issue 23, item 8: the narration called the vermillion "wrong" cells red (and fast-forwards
+    orange after they changed colour). Every colour word in the Jacobi narration is the name of
+    the state colour the figure draws for what it talks about."""
+    from viz.jacobi import DEFINITIONS
+    from viz.style import COLOUR_NAMES, JACOBI_STATES, colour_name
+
+    names = {s: colour_name(c) for s, (c, _) in JACOBI_STATES.items()}
+    words = set(COLOUR_NAMES.values()) | {"red", "amber", "orange", "purple"}
+    t = Trace.load(str(ROOT / "assets" / "example_jacobi.json"))
+    texts = [s.text for tr in (t, jacobi_trace(), jacobi_ff_trace()) for s in lecture.jacobi_lecture(tr)]
+    said = {w for text in texts + [DEFINITIONS] for w in words if re.search(rf"\b{w}\b", text)}
+    assert said and said <= set(names.values()) | {"black"}  # black: the commit outline
+    guess = next(s for s in lecture.jacobi_lecture(t) if s.title == "Guess a whole block at once")
+    assert f"({names['wrong']})" in guess.text and names["wrong"] == "vermillion"
+    ff = next(s for s in lecture.jacobi_lecture(jacobi_ff_trace()) if s.title.startswith("Fast-forward"))
+    assert f"({names['fast_forward']})" in ff.text and f"({names['new']})" in ff.text
+    assert DEFINITIONS.startswith(f"Fast-forwarded ({names['fast_forward']},")
+
+
 def test_jacobi_lecture_counts_come_from_the_analysis():
     """Issue 11, error 3: the fixed-point slide states the block's tokens, AR's forward passes for
     them and Jacobi's iterations as decoding.analysis.jacobi_counts has them (it said len(fixed

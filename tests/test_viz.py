@@ -124,6 +124,27 @@ def test_jacobi_last_iteration_commits_the_next_blocks_first_token():
         assert outlined(jacobi.block_animation(ex, c["block"])) == c["tokens"]
 
 
+def test_fast_forwarded_and_wrong_look_apart_for_every_colour_vision():
+    """Issue 23, item 8: amber "fast-forwarded" and vermillion "wrong" looked alike on a projector.
+    Simulated for normal vision and the three dichromacies, the two fills are far apart (CIELAB
+    distance >= 30; orange and vermillion were 18 apart under deuteranopia) and differ in lightness."""
+    from cvd import MACHADO, de, seen
+
+    ff, wrong = colour("fast_forward"), colour("wrong")
+    assert min(de(ff, wrong, kind) for kind in MACHADO) >= 30
+    assert abs(seen(ff, "normal")[0] - seen(wrong, "normal")[0]) >= 25
+    # and every pair of Jacobi state colours stays apart for every colour vision
+    fills = [c for c, _ in JACOBI_STATES.values()]
+    assert min(de(a, b, kind) for i, a in enumerate(fills) for b in fills[i + 1:] for kind in MACHADO) >= 15
+
+
+def test_jacobi_colours_are_said_to_be_read_in_hindsight():
+    """Issue 23, item 8: the colours use the fixed point, known only in hindsight; the legend says so."""
+    for fig in (jacobi.block_animation(jacobi_trace(), 0), jacobi.block_figure(jacobi_trace(), 0)):
+        assert "hindsight" in fig.layout.legend.title.text
+    assert "hindsight" in jacobi.HINDSIGHT and "fixed point" in jacobi.HINDSIGHT
+
+
 def test_jacobi_animation_has_controls_fixed_axes_and_a_legend_for_every_state():
     fig = jacobi.block_animation(jacobi_trace(), 0)
     menu = fig.layout.updatemenus[0]

@@ -217,11 +217,25 @@ def _arrow(fig, tail: tuple[float, float], head: tuple[float, float], colour: st
                        font=dict(size=11, color=colour))
 
 
-def objective_figure(obj: dict | None, model: str = "cllm") -> go.Figure:
+def local_legend(local_weight: float | None) -> str:
+    """The local consistency loss's legend entry: drawn or not, and why."""
+    what = "local consistency: KL(q(·|next) ‖ q(·|state))"
+    if local_weight == 0:
+        return f"{what}: not drawn, not used in training (local weight 0)"
+    if local_weight is None:
+        return f"{what}, arrow to the next state (training weight not known)"
+    return f"{what}, arrow to the next state (training weight {local_weight:g})"
+
+
+def objective_figure(obj: dict | None, model: str = "cllm", local_weight: float | None = None) -> go.Figure:
     """CLLM's training objective on one trajectory: the states from the initial guess (top) to the
     fixed point y* (bottom); the global consistency loss as an arrow from every state to y*, the
     local one as an arrow between neighbouring states, the AR loss on y*, with ``model``'s values
-    ("cllm" or "base"). Trace 0 holds the cells."""
+    ("cllm" or "base"). Trace 0 holds the cells.
+
+    ``local_weight``: the local loss's weight in the CLLM's training (its cllm.json "local"). The
+    local arrows are drawn only when it is above 0; at 0 the legend says the CLLM trained without
+    that loss; None (not known) draws them, marked so."""
     if not obj or not obj.get("states"):
         return empty_figure("No CLLM objective item shipped.")
     L, states, n = obj["losses"][model], obj["states"], len(obj["fixed_point"])
@@ -230,14 +244,13 @@ def objective_figure(obj: dict | None, model: str = "cllm") -> go.Figure:
     for k, s in enumerate(states):
         if s != obj["fixed_point"]:
             _arrow(fig, (n + 0.9, k), (n + 3.4, fy), GLOBAL_COLOUR, f"{L['global'][k]:.2f}", n - 0.4, "left")
-        if k < len(L["local"]) and s != states[k + 1]:
+        if local_weight != 0 and k < len(L["local"]) and s != states[k + 1]:
             _arrow(fig, (-0.9, k), (-0.9, k + 1), LOCAL_COLOUR, f"{L['local'][k]:.2f}", -1.0, "right")
     fig.add_annotation(x=n + 3.5, y=fy, xref="x", yref="y", text=f"y*  AR loss {L['ar']:.3f}", showarrow=False,
                        xanchor="left", font=dict(size=12, color=BLACK))
     legend_entries(fig, OBJ_STATES.values())
     legend_entries(fig, [(GLOBAL_COLOUR, "global consistency: KL(q(·|y*) ‖ q(·|state)), arrow to y*"),
-                         (LOCAL_COLOUR, "local consistency: KL(q(·|next) ‖ q(·|state)), arrow to the next state")],
-                   symbol="arrow-right")
+                         (LOCAL_COLOUR, local_legend(local_weight))], symbol="arrow-right")
     who = "the CLLM" if model == "cllm" else "the base model"
     base_layout(fig, f"The CLLM objective on block {obj['block']} of a real trajectory · losses of {who}",
                 180 + 30 * (fy + 1))

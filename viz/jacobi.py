@@ -19,19 +19,24 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, JACOBI_STATES, ORANGE, SKY, VERMILLION, animation_controls,
+from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, JACOBI_STATES, SKY, VERMILLION, animation_controls,
                        base_layout, cell_label, empty_figure, esc, hover_label, legend_entries, page_items, piece,
-                       text_colour, token_texts)
+                       state_colour, text_colour, token_texts)
 
 CELL = 46  # marker size in px
 COMMIT_LINE = BLACK  # outline of the tokens an iteration committed to the output
 COMMIT_LEGEND = "outlined: committed to the output by this iteration"
 
 # Both readings of "fast-forward", in one sentence (the Jacobi and CLLM pages and the lecture say it).
-DEFINITIONS = ("Fast-forwarded (orange, CLLM's definition): tokens that one iteration's forward pass made right "
+DEFINITIONS = (f"Fast-forwarded ({state_colour('fast_forward')}, CLLM's definition): tokens that one iteration's forward pass made right "
                "together with the token before them, marked at that iteration; committed (black outline): the "
                "tokens an iteration adds to the output, which for those tokens is the next iteration, because "
                "a guess is only confirmed once it has been fed.")
+# The colours are a reading in hindsight: Jacobi itself never knows the fixed point while it runs.
+HINDSIGHT = ("The colours compare every token with the block's fixed point, which is known only in hindsight, once "
+             "the block has converged: while decoding, Jacobi sees only which tokens stopped changing (and commits "
+             "those), not which guesses are right.")
+LEGEND_TITLE = "colours in hindsight (against the fixed point):"
 
 
 @dataclass
@@ -151,7 +156,9 @@ def _no_block(block: int) -> go.Figure:
 
 
 def legend(fig: go.Figure) -> None:
-    """One entry per cell state, and one for the commit outline."""
+    """One entry per cell state, and one for the commit outline; the legend's title says the
+    colours come from the fixed point, known only in hindsight."""
+    fig.update_layout(legend_title_text=LEGEND_TITLE)
     legend_entries(fig, JACOBI_STATES.values())
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=COMMIT_LEGEND, showlegend=True, hoverinfo="skip",
                              marker=dict(symbol="square", size=14, color="#FFFFFF", line=dict(color=COMMIT_LINE, width=3))))
@@ -245,7 +252,7 @@ def counts_sentence(trace) -> str:
 
 
 COUNT_BARS = (("tokens", GREY, "tokens committed (= AR's forward passes)"), ("iterations", BLUE, "iterations"),
-              ("fast_forwarded", ORANGE, "fast-forwarded tokens (CLLM)"), ("stationary", GREEN, "stationary tokens"))
+              ("fast_forwarded", JACOBI_STATES["fast_forward"][0], "fast-forwarded tokens (CLLM)"), ("stationary", GREEN, "stationary tokens"))
 
 
 def counts_figure(trace) -> go.Figure:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from viz import jacobi, lookahead
-from viz.style import esc, freeze, highlight_boxes, page_of, piece, projector, token_texts, visible
+from viz.style import esc, freeze, highlight_boxes, page_of, piece, projector, state_colour, token_texts, visible
 
 _MD = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "#": "&#35;", "~": "&#126;",
        "$": "&#36;", "\\": "&#92;", "|": "&#124;"}
@@ -73,14 +73,16 @@ def _opening(v: jacobi.BlockView) -> list[LectureStep]:
             "Guess a whole block at once",
             f"Jacobi decoding does not wait for one token at a time: the model guesses <b>{n - 1} tokens at once</b>. "
             f"The block starts from {tok(piece(texts, v.rows[0][0]))}, the token the model already knows; the "
-            f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong (red).",
+            f"other {n - 1} are picked from the prompt at random: {tok(guesses[:80])}. Almost all of them are wrong "
+            f"({state_colour('wrong')}).",
             "jacobi", "0", [(1, n - 1, 1, 1)], f"{n - 1} guesses"),
         LectureStep(
             "One forward pass over the whole block",
             f"One forward pass reads all {n} positions (causal mask) and predicts the next token at each. Every "
             f"guess is replaced by the prediction at the position before it. The prediction after the right "
             f"prefix is always right: it is exactly the token AR would produce next"
-            f"{' (' + tok(piece(texts, v.rows[1][new])) + ')' if len(v.rows) > 1 else ''} (blue), and the "
+            f"{' (' + tok(piece(texts, v.rows[1][new])) + ')' if len(v.rows) > 1 else ''} ({state_colour('new')}), "
+            f"and the "
             f"iteration commits it to the output (black outline).",
             "jacobi", "1", [(new, new, 1, 1)], "right after one forward"),
     ]
@@ -95,7 +97,8 @@ def _fast_forward(v: jacobi.BlockView, k: int, ff: list[int]) -> LectureStep:
     return LectureStep(
         f"Fast-forward at iteration {k}",
         f"This one forward pass made {len(ff) + 1} consecutive tokens right: {tok(words)}: the one AR would get "
-        f"(blue) and {len(ff)} more (orange). That is CLLM's <b>fast-forward</b>, the source of Jacobi's speedup."
+        f"({state_colour('new')}) and {len(ff)} more ({state_colour('fast_forward')}). That is CLLM's "
+        f"<b>fast-forward</b>, the source of Jacobi's speedup."
         f"{nxt}", "jacobi", str(k), [(first, max(ff), 1, 1)], f"{len(ff) + 1} right in one forward")
 
 
@@ -104,7 +107,8 @@ def _stationary(v: jacobi.BlockView, k: int, p: int) -> LectureStep:
     return LectureStep(
         f"A stationary token {when}",
         f"Position {p} already holds {tok(piece(v.texts, v.rows[k][p]))}, its final value, while an earlier "
-        f"position is still wrong. It will never change again: a <b>stationary</b> token (green). It cannot be "
+        f"position is still wrong. It will never change again: a <b>stationary</b> token "
+        f"({state_colour('stationary')}). It cannot be "
         f"committed until everything before it is right, and then it is committed without being fast-forwarded.",
         "jacobi", str(k), [(p, p, 1, 1)], "stationary")
 
@@ -128,7 +132,8 @@ def _jacobi_notable(v: jacobi.BlockView, max_steps: int) -> list[LectureStep]:
         notable.insert(0, LectureStep(
             f"Iteration {k}: one token, like AR",
             f"Most iterations get only one more token right ({tok(piece(v.texts, v.rows[k][p]))}): the guesses "
-            f"after it are still wrong ({v.states[k].count('wrong')} red cells) because each one depends on the wrong "
+            f"after it are still wrong ({v.states[k].count('wrong')} {state_colour('wrong')} cells) because each one "
+            f"depends on the wrong "
             f"token before it.", "jacobi", str(k), [(p, p, 1, 1)], "one more right"))
     return notable
 

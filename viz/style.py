@@ -31,17 +31,28 @@ LIGHT = "#E8E8E8"
 
 DARK_FILLS = {BLACK, BLUE, GREEN, VERMILLION}
 
+# What narration and captions call each colour (say the colour drawn: vermillion is not "red")
+COLOUR_NAMES = {BLACK: "black", ORANGE: "orange", SKY: "sky blue", GREEN: "green", YELLOW: "yellow", BLUE: "blue",
+                VERMILLION: "vermillion", PURPLE: "reddish purple", GREY: "grey", LIGHT: "light grey"}
+
+
+def colour_name(colour: str) -> str:
+    return COLOUR_NAMES.get(colour, colour)
+
 
 def text_colour(fill: str) -> str:
     """Black or white text, whichever reads on ``fill``."""
     return "#FFFFFF" if fill in DARK_FILLS else "#000000"
 
 
-# Jacobi cell states (decoding.analysis.jacobi_cell_states: CLLM's reading of each state) -> (colour, legend label)
+# Jacobi cell states (decoding.analysis.jacobi_cell_states: CLLM's reading of each state) -> (colour, legend label).
+# Fast-forwarded is yellow, not orange: orange and vermillion ("wrong") looked alike on a projector
+# (CIELAB distance 18 under deuteranopia, lightness 71 vs 54); yellow stays far from vermillion for
+# every colour vision (tests/test_viz.py checks it under simulated colour-vision deficiencies).
 JACOBI_STATES: dict[str, tuple[str, str]] = {
     "committed": (GREY, "committed"),
     "new": (BLUE, "made right by this forward, as AR would"),
-    "fast_forward": (ORANGE, "fast-forwarded: made right by this forward too"),
+    "fast_forward": (YELLOW, "fast-forwarded: made right by this forward too"),
     "stationary": (GREEN, "stationary (right early, never changes)"),
     "correct": (SKY, "right, not stationary"),
     "wrong": (VERMILLION, "wrong"),
@@ -134,6 +145,11 @@ def token_texts(trace) -> dict[int, str]:
 
 def piece(texts: dict[int, str], tok: int) -> str:
     return texts.get(tok, f"⟨{tok}⟩")
+
+
+def state_colour(state: str) -> str:
+    """The name of a Jacobi state's colour, for narration ("vermillion", never a guess like "red")."""
+    return colour_name(JACOBI_STATES[state][0])
 
 
 def legend_entries(fig: go.Figure, items: Iterable[tuple[str, str]], symbol: str = "square", group: str = "") -> None:

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
 CLLM_ASSETS = ASSETS / "cllm"
 SHIPPED_ADAPTER = CLLM_ASSETS / "adapter"
+EXAMPLE_SOURCE = "example trace"  # the source of the shipped traces a new session (a reload too) starts from
 SHIPPED_ADAPTER_NAME = SHIPPED_ADAPTER.relative_to(ROOT).as_posix()  # as a page names it: no server path
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 from decoding.trace import Trace
 
 from . import live
-from .assets import SHIPPED_ADAPTER, example_traces, shipped_pair
+from .assets import EXAMPLE_SOURCE, SHIPPED_ADAPTER, example_traces, shipped_pair
 from .keys import settings_defaults
 from .state import CllmPair, Results, keep_settings
 
@@ -24,7 +24,7 @@ def init_state() -> None:
     if "results" not in ss:
         res = Results()
         for m, t in example_traces().items():
-            res.put(t, f"example trace (assets/example_{m}.json)")
+            res.put(t, f"{EXAMPLE_SOURCE} (assets/example_{m}.json)")
         pair = shipped_pair()
         if pair is not None:
             res.cllm = CllmPair(*pair, "shipped traces (assets/cllm)", str(SHIPPED_ADAPTER))

@@ -14,7 +14,8 @@ import streamlit as st
 from decoding.trace import Trace
 from viz.style import METHOD_NAMES
 
-from .assets import ASSETS, CLLM_ASSETS, ROOT, SHIPPED_ADAPTER_NAME, example_traces  # noqa: F401 (the pages' imports)
+from .assets import (ASSETS, CLLM_ASSETS, EXAMPLE_SOURCE, ROOT, SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME,  # noqa: F401
+                     example_traces)  # (the pages' imports)
 from .session import put_trace, results  # noqa: F401 (the pages' imports)
 from .text import md
 
@@ -70,7 +71,14 @@ def trace_for(method: str) -> Trace | None:
     return t
 
 
-def caption(t: Trace, source: str) -> None:
+def caption(t: Trace, source: str, fallback_note: bool = True) -> None:
+    """What the page shows: source, model, method, counts, prompt. A page that falls back on the
+    shipped example (a new session: also after a reload, which keeps no runs) says so in a box
+    (``fallback_note``; off where the visitor picked the example)."""
+    if fallback_note and source.startswith(EXAMPLE_SOURCE):
+        st.info(f"Showing the example trace ({md(source[len(EXAMPLE_SOURCE):].strip(' ()'))}): this session has no "
+                f"{md(METHOD_NAMES.get(t.method, t.method))} run of its own (a reload starts a new session, and runs "
+                "are not kept). Run one from the sidebar, or upload a trace on the Traces page.")
     prompt = t.prompt_text or "".join(t.prompt_pieces)
     short = prompt if len(prompt) <= 160 else prompt[:157] + "…"
     params = ", ".join(f"{k}={v}" for k, v in t.params.items())

@@ -2,7 +2,7 @@
 animate, with screenshots for the README (docs/img):
 
 - jacobi_fast_forward.png: the Jacobi block at an iteration whose forward fast-forwarded tokens
-  (orange), the commits outlined;
+  (yellow), the commits outlined;
 - lookahead_positions.png: the lookahead window in position space (harvested n-grams as diagonals);
 - lecture_fixed_point.png: the lecture's opening slide (Jacobi as fixed-point iteration);
 - paper_preset.png: the sidebar after the paper-settings preset;
