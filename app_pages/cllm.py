@@ -44,7 +44,8 @@ if pair is None:
 base, cllm, source, folder = pair.base, pair.cllm, pair.source, pair.folder
 prompt = base.prompt_text or "".join(base.prompt_pieces)
 st.caption(f"Showing: {ui.md(source)} · base: {ui.md(base.model_id)} · CLLM: {ui.md(cllm.model_id)} · "
-           f"Jacobi n = {ui.md(str(base.params.get('n')))}")
+           f"Jacobi n = {ui.md(str(base.params.get('n')))} · {ui.md(base.device)}, "
+           f"{ui.md(base.kernel) if base.kernel == cllm.kernel else ui.md(base.kernel + ' / ' + cllm.kernel)} kernel")
 st.caption(f"Prompt{' (chat)' if base.chat else ''}: {ui.md(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 from decoding.budget import SHIPPED_CURVES
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
+from decoding.perf.load import machine_load, why_they_part
 from app_pages.common import runs, ui
 from decoding.perf.shipped import prediction_lines, shipped_curves
 from viz import compare, explain
@@ -71,8 +72,18 @@ acc = account(t, curve, ar)
 st.subheader("The account")
 st.markdown(f'<div style="font-size:1.35rem;line-height:1.5"><b>{esc(METHOD_NAMES[t.method])}</b>: '
             f"{esc(acc.sentence())}</div>", unsafe_allow_html=True)
+load, ar_load = machine_load(t, curve), (machine_load(ar, curve) if ar is not None else None)
 if acc.disagrees:
-    st.warning(acc.warning())
+    st.warning(acc.warning(why_they_part(load, ar_load)))
+for who, reading in (("This run", load), ("The AR run", ar_load)):
+    if reading is not None and reading.busy:
+        st.warning(f"**Machine load.** {who}: {ui.md(reading.sentence())}")
+    elif reading is not None and who == "This run":
+        st.caption(f"Machine load: {ui.md(reading.sentence())}")
+st.caption(ui.load_now())
+if ar is not None and ar.kernel != t.kernel:
+    st.warning(f"This run used the {ui.md(t.kernel)} kernel and the AR run the {ui.md(ar.kernel)} kernel: the "
+               "measured speedup compares two kernels as well as two methods (decoding/kernels.py).")
 if ar is None:
     st.caption("No AR trace of this prompt: run AR on the same prompt for the measured speedup.")
 st.caption(f"Step costs: {ui.md(curve.model_id)} on {ui.md(curve.regime)}, {ui.md(where)}."

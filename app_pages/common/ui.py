@@ -83,9 +83,24 @@ def caption(t: Trace, source: str, fallback_note: bool = True) -> None:
     short = prompt if len(prompt) <= 160 else prompt[:157] + "…"
     params = ", ".join(f"{k}={v}" for k, v in t.params.items())
     st.caption(f"Showing: {md(source)} · {md(t.model_id)} · {md(METHOD_NAMES.get(t.method, t.method))}"
-               f"{' (' + md(params) + ')' if params else ''} · {len(t.output_ids)} tokens in {t.n_steps} steps "
+               f"{' (' + md(params) + ')' if params else ''} · {md(t.device)}, {md(t.kernel)} kernel"
+               f" · {len(t.output_ids)} tokens in {t.n_steps} steps "
                f"({t.tokens_per_step:.2f} tokens/step) · stop: {md(t.stop_reason or '?')}")
     st.caption(f"Prompt{' (chat)' if t.chat else ''}: {md(short)}")
+
+
+def load_now() -> str:
+    """The machine's load average now, against its cores (os.getloadavg; a trace carries none)."""
+    import os
+
+    try:
+        one, _, _ = os.getloadavg()
+    except (OSError, AttributeError):
+        return "This machine's load average is not available here."
+    cores = os.cpu_count() or 1
+    state = "busy" if one > cores else "quiet" if one < 0.5 * cores else "partly busy"
+    return (f"This machine now: load average {one:.1f} on {cores} cores ({state}). A live run just made here ran "
+            "under about this load; a shipped or uploaded trace ran elsewhere.")
 
 
 def chart(builder, *args, key: str | None = None, **kw) -> None:

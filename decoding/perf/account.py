@@ -129,15 +129,17 @@ class Account:
             s += f", measured {self.measured:.2f}x"
         return s + "."
 
-    def warning(self) -> str:
-        """Empty, or one sentence on why prediction and measurement may disagree."""
+    def warning(self, load: str = "") -> str:
+        """Empty, or one sentence on why prediction and measurement may disagree; ``load``: what
+        the runs' step times say about a busy machine (``decoding.perf.load.why_they_part``), first."""
         if not self.disagrees:
             return ""
-        why = []
+        why = [load] if load else []
         if self.measured_step_cost is not None and abs(self.measured_step_cost / self.step_cost - 1) > 0.1:
             why.append(f"its steps actually cost {self.measured_step_cost:.2f} AR forwards, not the curve's "
                        f"{self.step_cost:.2f} (another cache length, mask or load on the machine)")
-        why.append("timing noise on a short run or a busy machine")
+        if not load:
+            why.append("timing noise on a short run or a busy machine")
         return (f"Prediction and measurement disagree by {abs(self.error):.0%} (more than {DISAGREE:.0%}): "
                 + "; ".join(why) + ".")
 
