@@ -16,7 +16,7 @@ from decoding.perf.account import account
 from decoding.perf.costs import CostCurve, curve_path, find_curve
 from decoding import analysis
 from decoding.trace import Trace
-from viz import explain, lecture
+from viz import explain, lecture, style
 from viz_traces import ar_trace, jacobi_ff_trace, jacobi_trace, lookahead_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,12 +173,11 @@ def test_every_lecture_step_of_the_examples_draws_a_highlighted_still(method):
         assert not fig.frames and not fig.layout.sliders
         assert len(fig.data[0].x) > 0  # cells drawn
         assert len(fig.layout.shapes) == len(s.boxes)
-    big = lecture.lecture_figure(t, steps[0], large=True)
-    assert big.layout.height > lecture.lecture_figure(t, steps[0]).layout.height
-    assert big.layout.font.size > 14
-    for s in steps:  # the larger title fits the page: long ones are broken into lines
-        title = lecture.lecture_figure(t, s, large=True).layout.title.text
-        assert max(len(line) for line in title.split("<br>")) <= 70
+    for s in steps:  # projector mode: the screen's height, cells of at least MIN_CELL px, the title wrapped
+        big = lecture.lecture_figure(t, s, large=True)
+        assert big.layout.height <= style.PROJECTOR_HEIGHT and style.cell_px(big) >= style.MIN_CELL
+        assert big.data[0].marker.size == style.cell_px(big) and big.layout.font.size >= 14
+        assert max(len(line) for line in big.layout.title.text.split("<br>")) <= 70
 
 
 def test_wrap_title_breaks_at_separators_then_spaces():
@@ -248,7 +247,10 @@ def test_lecture_page_walks_through_all_steps(app):
     assert "Step 1 of" in at.get("progress")[0].proto.text
     at.toggle(key="lecture_large").set_value(True).run()
     assert not at.exception
-    assert "1.7rem" in next(m.value for m in at.markdown if "lecture-text" in m.value)
+    assert "1.4rem" in next(m.value for m in at.markdown if "lecture-text" in m.value)
+    assert any("stSidebar" in m.value and "display: none" in m.value for m in at.markdown)  # the slide gets the window
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["height"] <= style.PROJECTOR_HEIGHT and spec["layout"]["meta"]["cell_px"] >= style.MIN_CELL
 
 
 def test_the_shipped_curve_matches_the_example_traces():

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from viz import jacobi, lookahead
-from viz.style import esc, freeze, highlight_boxes, page_of, piece, projector, state_colour, token_texts, visible
+from viz.style import (PROJECTOR_HEIGHT, PROJECTOR_WIDTH, esc, fit_projector, freeze, highlight_boxes, mark_changed,
+                       page_of, piece, state_colour, token_texts, visible)
 
 _MD = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "#": "&#35;", "~": "&#126;",
        "$": "&#36;", "\\": "&#92;", "|": "&#124;"}
@@ -292,15 +293,38 @@ def lecture(trace) -> list[LectureStep]:
     return jacobi_lecture(trace) if trace.method == "jacobi" else lookahead_lecture(trace) if trace.method == "lookahead" else []
 
 
+def changed_cells(trace, step: LectureStep) -> list[tuple[int, int]]:
+    """The cells of the step's still (figure coordinates) whose token differs from the previous
+    iteration: Jacobi, the block's positions that changed from y(k-1) to y(k); lookahead, the
+    window cells (and the next level) that differ from the previous step's at the same place.
+    The first state of a walk has nothing before it: none."""
+    k = int(step.frame)
+    if step.figure == "jacobi":
+        rows = analysis.jacobi_states(trace, step.block)
+        if not 0 < k < len(rows):
+            return []
+        return [(p, 1) for p, (a, b) in enumerate(zip(rows[k], rows[k - 1])) if a != b]
+    idx = lookahead.lookahead_steps(trace)
+    pos = idx.index(k)
+    if pos == 0:
+        return []
+    grid = lookahead.step_grid(trace)
+    now, before = trace.steps[k].lookahead.window, trace.steps[idx[pos - 1]].lookahead.window
+    return [grid.window(l, j) for l, level in enumerate(now) for j, tok in enumerate(level)
+            if l >= len(before) or j >= len(before[l]) or before[l][j] != tok]
+
+
 def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
     """The step's frame of the Jacobi block animation or the lookahead step animation, as a still,
-    with the step's cells framed; ``large``: projector type."""
+    with the step's cells framed and the cells changed since the previous iteration ringed;
+    ``large``: projector mode (``fit_projector``: the slide's figure fits the screen, cells as
+    large as it allows, never under MIN_CELL px for the shipped settings)."""
     if step.figure == "jacobi":
-        fig = jacobi.block_animation(trace, step.block)
+        fig, cell = jacobi.block_animation(trace, step.block), jacobi.CELL
     else:
         page = page_of(lookahead.lookahead_steps(trace).index(int(step.frame)))
-        fig = lookahead.step_animation(trace, page)
+        fig, cell = lookahead.step_animation(trace, page), lookahead.CELL
     freeze(fig, step.frame)
     highlight_boxes(fig, step.boxes, step.box_label, pad_y=0.3 if step.figure == "jacobi" else 0.5)
-    return projector(fig) if large else fig
-
+    mark_changed(fig, changed_cells(trace, step), cell)
+    return fit_projector(fig, PROJECTOR_HEIGHT, PROJECTOR_WIDTH) if large else fig

@@ -33,7 +33,8 @@ DARK_FILLS = {BLACK, BLUE, GREEN, VERMILLION}
 
 # What narration and captions call each colour (say the colour drawn: vermillion is not "red")
 COLOUR_NAMES = {BLACK: "black", ORANGE: "orange", SKY: "sky blue", GREEN: "green", YELLOW: "yellow", BLUE: "blue",
-                VERMILLION: "vermillion", PURPLE: "reddish purple", GREY: "grey", LIGHT: "light grey"}
+                VERMILLION: "vermillion", PURPLE: "reddish purple", GREY: "grey", LIGHT: "light grey",
+                "#882255": "wine"}
 
 
 def colour_name(colour: str) -> str:
@@ -289,23 +290,106 @@ def wrap_title(title: str, width: int) -> str:
     return "<br>".join(out)
 
 
-def projector(fig: go.Figure, scale: float = 1.45) -> go.Figure:
-    """Large type for a projector: every font, cell and the height scaled up; the legend moves
-    below the plot (a still has no slider there) so the larger title and legend do not collide."""
-    legend_rows = sum(1 for tr in fig.data if tr.showlegend is not False and tr.name)
-    below = 40 + int(17 * scale) * legend_rows
-    title = fig.layout.title.text or ""
-    lines = wrap_title(title, int(PROJECTOR_TITLE_CHARS / scale))
-    fig.update_layout(font=dict(size=int(FONT["size"] * scale)),
-                      height=int((fig.layout.height or 400) * scale) + below,
-                      legend=dict(font=dict(size=int(12 * scale)), orientation="v", y=-0.04, yanchor="top", x=0),
-                      title=dict(text=lines, font=dict(size=int(16 * scale))),
-                      margin=dict(t=int(60 * scale) + int(22 * scale) * lines.count("<br>"), b=below))
+# ---- projector mode: a still that fits the screen, cells sized to it ----------------------------------
+PROJECTOR_HEIGHT = 870  # px of the figure: the lecture's slide fits a 1000 px high window (and 1080)
+PROJECTOR_WIDTH = 760  # px of the figure's column at a 1400 px wide window (wider windows: more room)
+MIN_CELL = 24  # px: the smallest token cell a class reads from the back row
+
+
+def _legend_only_what_is_drawn(fig: go.Figure) -> None:
+    """Hide the legend entries of colours this still does not draw (a slide's legend says what is
+    on it; the halo entry stays when there are changed cells)."""
+    fills, lines = set(), set()
     for tr in fig.data:
-        if getattr(tr, "textfont", None) is not None and tr.textfont.size:
-            tr.textfont.size = int(tr.textfont.size * scale)
-        if getattr(tr, "marker", None) is not None and isinstance(tr.marker.size, (int, float)):
-            tr.marker.size = int(tr.marker.size * scale)
-    for a in fig.layout.annotations:
-        a.font.size = int((a.font.size or 13) * scale)
+        m = getattr(tr, "marker", None)
+        if m is None or not tr.x or all(x is None for x in tr.x) or tr.showlegend:
+            continue
+        fills |= set(m.color) if isinstance(m.color, (list, tuple)) else {m.color}
+        if m.line is not None and isinstance(m.line.color, (list, tuple)):
+            widths = m.line.width if isinstance(m.line.width, (list, tuple)) else [m.line.width] * len(m.line.color)
+            lines |= {c for c, w in zip(m.line.color, widths) if (w or 0) >= 3}
+    for tr in fig.data:
+        if not tr.showlegend or tr.name == HALO_NAME or getattr(tr, "mode", "") != "markers":
+            if tr.name == HALO_NAME:
+                tr.showlegend = any(x is not None for x in tr.x)
+            continue
+        m = tr.marker
+        outline = m.line is not None and (m.line.width or 0) >= 3
+        tr.showlegend = (m.line.color in lines) if outline else (m.color in fills)
+
+
+def recut(label: str, width: int) -> str:
+    """An escaped cell label cut again to ``width`` characters (whitespace stays visible)."""
+    raw = html.unescape(label or "")
+    full = raw[:-1] if raw.endswith("…") else raw
+    return esc(raw if len(raw) <= width else full[: max(width - 1, 1)] + "…")
+
+
+def fit_projector(fig: go.Figure, height: int = PROJECTOR_HEIGHT, width: int = PROJECTOR_WIDTH) -> go.Figure:
+    """A still of a cell grid for a projector: at most ``height`` px tall, the title wrapped to the
+    width, and every cell as large as the plot area allows (the axes' ranges are the grid: one unit
+    per cell) with type that fits it. The legend is not drawn in the figure (the page lists
+    ``legend_items`` beside it, only the colours this still draws), so all the height goes to the
+    cells. ``cell_px(fig)`` says what size the cells got."""
+    _legend_only_what_is_drawn(fig)
+    chars = int((width - 30) / (0.62 * 18))
+    title = wrap_title(fig.layout.title.text or "", chars)
+    left, lines = 120, title.count("<br>") + 1
+    top, bottom = 30 + 24 * lines, 44
+    xr, yr = fig.layout.xaxis.range, fig.layout.yaxis.range
+    xspan, yspan = abs(xr[1] - xr[0]), abs(yr[1] - yr[0])
+    unit = min((height - top - bottom) / yspan, (width - left - 20) / xspan)
+    # a grid limited by the width (a Jacobi block's two rows): no empty band, rows still apart
+    height = min(height, int(top + bottom + min((height - top - bottom) / yspan, 2.2 * unit) * yspan) + 1)
+    cell = int(unit * 0.92)
+    text_size = max(13, min(22, int(cell * 0.42)))
+    label_chars = max(2, int(cell / (0.6 * text_size)))
+    fig.update_layout(height=height, font=dict(size=15), showlegend=False,
+                      title=dict(text=title, font=dict(size=18), y=1, yanchor="top",
+                                 pad=dict(t=10 + 22 * (lines - 1))),  # plotly lifts the lines after the first
+                      margin=dict(t=top, b=bottom, l=left, r=20), meta=dict(cell_px=cell, unit_px=unit))
+    fig.update_xaxes(title_text=None, tickfont=dict(size=13))
+    for tr in fig.data:
+        marker = getattr(tr, "marker", None)
+        if marker is None or tr.x is None or not len([x for x in tr.x if x is not None]):
+            continue
+        if isinstance(marker.size, (int, float)) and tr.mode and "markers" in tr.mode:
+            marker.size = cell + HALO_GAP if tr.name == HALO_NAME else cell
+        if tr.text is not None and tr.mode and "text" in tr.mode:
+            tr.text = [recut(t, label_chars) for t in tr.text]
+            tr.textfont.size = text_size
+    return fig
+
+
+def legend_items(fig: go.Figure) -> list[dict]:
+    """The figure's legend as data (for a legend drawn beside it): one dict per entry shown, with
+    its fill, outline colour and width, symbol and label."""
+    out = []
+    for tr in fig.data:
+        if tr.showlegend and tr.name and getattr(tr, "marker", None) is not None:
+            m = tr.marker
+            out.append(dict(label=tr.name, fill=m.color if isinstance(m.color, str) else "#FFFFFF",
+                            line=m.line.color if m.line is not None and isinstance(m.line.color, str) else "#333333",
+                            width=m.line.width if m.line is not None and isinstance(m.line.width, (int, float)) else 1,
+                            symbol=m.symbol or "square"))
+    return out
+
+
+def cell_px(fig: go.Figure) -> int:
+    """The cell size (px) ``fit_projector`` gave the figure's cells."""
+    return int((fig.layout.meta or {}).get("cell_px", 0))
+
+
+HALO_NAME = "changed since the previous iteration"  # the trace of open squares around changed cells
+HALO_GAP = 10  # px: a halo is this much larger than its cell
+HALO = "#882255"  # wine (Paul Tol's muted scheme): darker than every fill, and a ring, not a fill
+
+
+def mark_changed(fig: go.Figure, cells: list[tuple[float, float]], cell: int) -> go.Figure:
+    """Open squares (wine) around the cells at ``cells`` (data coordinates), ``cell`` px
+    cells: what changed since the previous iteration. Always one trace, with a legend entry."""
+    xs, ys = [c[0] for c in cells] or [None], [c[1] for c in cells] or [None]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=HALO_NAME, showlegend=True, hoverinfo="skip",
+                             marker=dict(symbol="square-open", size=cell + HALO_GAP, color=HALO,
+                                         line=dict(color=HALO, width=3))))
     return fig

@@ -89,6 +89,74 @@ def caption(t: Trace, source: str, fallback_note: bool = True) -> None:
     st.caption(f"Prompt{' (chat)' if t.chat else ''}: {md(short)}")
 
 
+# Projector mode (the Lecture): no sidebar, no page header, little padding: the slide fits the window.
+PROJECTOR_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header[data-testid="stHeader"] {display: none !important;}
+[data-testid="stMainBlockContainer"] {padding-top: 0.8rem !important; padding-bottom: 0.2rem !important;
+  max-width: 100% !important;}
+</style>"""
+
+# Keys for the Lecture, installed once per browser tab in the page itself (not in the component's
+# iframe, which Streamlit replaces): PageDown / space / down arrow press Next, PageUp / up arrow
+# Back (what presenters' clickers send; left and right arrows are the buttons' own shortcuts), and
+# the auto-advance timer. Keys typed into a field are left alone.
+_LECTURE_KEYS = """
+(() => {
+  const btn = (k) => document.querySelector('.st-key-' + k + ' button');
+  const click = (k) => { const b = btn(k); if (b && !b.disabled) { b.click(); return true; } return false; };
+  const typing = (e) => { const t = e.target; return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)); };
+  const NEXT = ['PageDown', ' ', 'ArrowDown'], BACK = ['PageUp', 'ArrowUp'];
+  let space = false;
+  document.addEventListener('keydown', (e) => {
+    if (typing(e) || !btn('lecture_next')) return;
+    const k = NEXT.includes(e.key) ? 'lecture_next' : BACK.includes(e.key) ? 'lecture_back' : null;
+    if (!k) return;
+    e.preventDefault(); e.stopPropagation();
+    space = e.key === ' ';
+    if (!e.repeat) click(k);
+  }, true);
+  document.addEventListener('keyup', (e) => { if (e.key === ' ' && space) { e.preventDefault(); space = false; } }, true);
+  setInterval(() => {
+    const s = window.__pdlLecture || {};
+    if (s.every > 0 && btn('lecture_next') && Date.now() - s.since >= s.every) { s.since = Date.now(); click('lecture_next'); }
+  }, 200);
+})();
+"""
+
+
+def legend_html(items: list[dict], title: str = "") -> str:
+    """A figure's legend (viz.style.legend_items) as HTML swatches, for beside the figure."""
+    rows = []
+    for it in items:
+        hollow = "open" in it["symbol"]
+        fill = "transparent" if hollow else it["fill"]
+        edge = it["fill"] if hollow else it["line"]
+        rows.append(f'<div style="display:flex;align-items:center;gap:0.5rem;margin:0.1rem 0">'
+                    f'<span style="display:inline-block;width:1rem;height:1rem;flex:none;background:{fill};'
+                    f'border:{max(1, min(int(it["width"]), 3))}px solid {edge}"></span>{esc(it["label"])}</div>')
+    head = f'<div style="font-weight:600">{esc(title)}</div>' if title else ""
+    return f'<div data-testid="lecture-legend" style="font-size:0.95rem;line-height:1.35">{head}{"".join(rows)}</div>'
+
+
+def lecture_keys(every_s: float, slide: int) -> None:
+    """Keyboard and clicker stepping for the Lecture, and auto-advance every ``every_s`` seconds
+    (0: off); ``slide`` restarts the timer when the step changes."""
+    import json
+
+    box = st.container(key="lecture_keys")  # hidden: the script needs no room on the slide
+    box.markdown("<style>.st-key-lecture_keys {display: none !important}</style>", unsafe_allow_html=True)
+    box.iframe(f"""<style>html, body {{margin: 0; height: 0; overflow: hidden}}</style><script>
+const w = window.parent;
+w.__pdlLecture = {{every: {int(every_s * 1000)}, since: Date.now(), slide: {int(slide)}}};
+if (!w.__pdlLectureKeys) {{
+  w.__pdlLectureKeys = true;
+  const s = w.document.createElement('script');
+  s.textContent = {json.dumps(_LECTURE_KEYS)};
+  w.document.head.appendChild(s);
+}}
+</script>""", height=1, alt="keyboard and clicker steps for the lecture")
+
+
 def load_now() -> str:
     """The machine's load average now, against its cores (os.getloadavg; a trace carries none)."""
     import os
@@ -103,14 +171,20 @@ def load_now() -> str:
             "under about this load; a shipped or uploaded trace ran elsewhere.")
 
 
-def chart(builder, *args, key: str | None = None, **kw) -> None:
-    """Draw a figure; a trace the builder cannot draw gets a message instead of a traceback."""
+def figure(builder, *args, **kw):
+    """Build a figure; a trace the builder cannot draw gets a message instead of a traceback (None)."""
     try:
-        fig = builder(*args, **kw)
+        return builder(*args, **kw)
     except Exception as e:  # noqa: BLE001 - an uploaded trace may be valid JSON yet inconsistent
         st.error(f"Cannot draw this view from the trace: {type(e).__name__}: {md(str(e))}")
-        return
-    st.plotly_chart(fig, theme=None, key=key, config={"displaylogo": False})
+        return None
+
+
+def chart(builder, *args, key: str | None = None, **kw) -> None:
+    """Draw a figure (``figure``: a message where the builder fails)."""
+    fig = figure(builder, *args, **kw)
+    if fig is not None:
+        st.plotly_chart(fig, theme=None, key=key, config={"displaylogo": False})
 
 
 def budget_section(t: Trace, key: str) -> None:
