@@ -36,7 +36,8 @@ DEFINITIONS = (f"Fast-forwarded ({state_colour('fast_forward')}, CLLM's definiti
 HINDSIGHT = ("The colours compare every token with the block's fixed point, which is known only in hindsight, once "
              "the block has converged: while decoding, Jacobi sees only which tokens stopped changing (and commits "
              "those), not which guesses are right.")
-LEGEND_TITLE = "colours in hindsight (against the fixed point):"
+LEGEND_TITLE = "colours in hindsight, against the fixed point:"  # (HINDSIGHT says it whole)
+LEGEND_ROOM = 50  # px above the plot for the legend's title row (and a wrapped entry row)
 
 
 @dataclass
@@ -155,10 +156,12 @@ def _no_block(block: int) -> go.Figure:
     return empty_figure(f"No Jacobi iterations recorded for block {block}.")
 
 
-def legend(fig: go.Figure) -> None:
-    """One entry per cell state, and one for the commit outline; the legend's title says the
-    colours come from the fixed point, known only in hindsight."""
-    fig.update_layout(legend_title_text=LEGEND_TITLE)
+def legend(fig: go.Figure, hindsight: bool = False) -> None:
+    """One entry per cell state, and one for the commit outline; ``hindsight``: a legend title (its
+    own row) says the colours come from the fixed point, known only in hindsight (the figure then
+    needs ``LEGEND_ROOM`` px more at the top)."""
+    if hindsight:
+        fig.update_layout(legend_title_text=LEGEND_TITLE, legend_title_side="top")
     legend_entries(fig, JACOBI_STATES.values())
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=COMMIT_LEGEND, showlegend=True, hoverinfo="skip",
                              marker=dict(symbol="square", size=14, color="#FFFFFF", line=dict(color=COMMIT_LINE, width=3))))
@@ -180,7 +183,7 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
                              textposition="middle center", **_cells(v, ks[0], 1)))
     fig.add_trace(go.Scatter(mode="markers+text", name="fixed point", showlegend=False, hoverinfo="text",
                              textposition="middle center", **_cells(v, 0, 0, fp_row=True)))
-    legend(fig)  # traces 2 .. : legend entries
+    legend(fig, hindsight=True)  # traces 2 .. : legend entries
     fig.add_trace(go.Scatter(mode="markers+text", name=NEXT_LABEL, showlegend=False, hoverinfo="text",
                              textposition="middle center", **_next_cell(v, ks[0], 1)))
     nxt = len(fig.data) - 1
@@ -189,7 +192,8 @@ def block_animation(trace, block: int = 0, page: int = 0, duration_ms: int = 800
                            layout=dict(title=dict(text=_title(trace, block, v, k)))) for k in ks]
     animation_controls(fig, [str(k) for k in ks], ["guess" if k == 0 else str(k) for k in ks], duration_ms,
                        prefix="iteration ")
-    base_layout(fig, _title(trace, block, v, ks[0]), 400, animated=True)
+    base_layout(fig, _title(trace, block, v, ks[0]), 400 + LEGEND_ROOM, animated=True)
+    fig.update_layout(margin_t=80 + LEGEND_ROOM)
     _x_axis(fig, v)
     fig.update_yaxes(range=[-0.6, 1.6], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=[0, 1], ticktext=["fixed point", "block"])
@@ -222,8 +226,9 @@ def block_figure(trace, block: int = 0) -> go.Figure:
                     line=dict(color=join(lambda c: c["marker"]["line"]["color"]),
                               width=[min(w, 4) for w in join(lambda c: c["marker"]["line"]["width"])])),
     ))
-    legend(fig)
-    base_layout(fig, f"Block {block}: every state against the fixed point", 170 + 44 * len(v.rows))
+    legend(fig, hindsight=True)
+    base_layout(fig, f"Block {block}: every state against the fixed point", 170 + LEGEND_ROOM + 44 * len(v.rows))
+    fig.update_layout(margin_t=80 + LEGEND_ROOM)
     _x_axis(fig, v, title_text="position in block")
     fig.update_yaxes(range=[len(v.rows) - 0.5, -0.5], fixedrange=True, showgrid=False, zeroline=False,
                      tickmode="array", tickvals=list(range(len(v.rows))),
