@@ -135,7 +135,8 @@ def test_objective_figure_draws_local_arrows_only_for_a_model_trained_with_them(
     assert arrows(on) == n_global + n_local and "training weight 1" in legend(on)[0]
     assert json.loads((ASSETS / "adapter" / "cllm.json").read_text())["local"] == 0
     at = fresh()
-    spec = json.loads(at.get("plotly_chart")[3].proto.spec)
+    spec = next(sp for sp in (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+                if "The CLLM objective" in sp["layout"]["title"]["text"])
     assert sum(1 for a in spec["layout"]["annotations"] if a.get("showarrow")) == n_global
     assert any("not used in training" in (d.get("name") or "") for d in spec["data"])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from decoding.trace import Trace
-from viz.style import METHOD_NAMES
+from viz.style import METHOD_NAMES, esc
 
 from .assets import (ASSETS, CLLM_ASSETS, EXAMPLE_SOURCE, ROOT, SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME,  # noqa: F401
                      example_traces)  # (the pages' imports)
