@@ -13,7 +13,7 @@ st.markdown("A block of n tokens (the current one and n − 1 guesses) is refine
             "that stops changing is committed. Press **Play**.")
 t = ui.trace_for("jacobi")
 if t is not None:
-    blocks = [b.index for b in t.blocks] or sorted({s.jacobi.block for s in t.steps if s.jacobi})
+    blocks = [b.index for b in t.blocks] or sorted({s.record.block for s in t.steps if s.record})
     if not blocks:
         st.warning("This trace has no Jacobi iterations: recording was off, or the run ended at the prefill's token "
                    "(Max new tokens 1).")

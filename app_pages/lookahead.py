@@ -41,7 +41,7 @@ if t is not None:
         st.caption(f"{len(rows)} n-grams under {len({r['key id'] for r in rows})} keys (oldest first per key)")
         st.dataframe(rows, hide_index=True, height=420)
     st.subheader("The attention mask of one step")
-    W, N, G = (int(t.params.get(k, d)) for k, d in (("W", 5), ("N", 4), ("G", 5)))
+    W, N, G = (t.params[k] for k in ("W", "N", "G"))  # as the run had them (defaults filled in on loading)
     c1, c2 = st.columns(2)
     levels = c1.slider("Window levels (fewer while the window fills)", 1, max(N - 1, 1), max(N - 1, 1), key="la_levels") \
         if N > 2 else 1

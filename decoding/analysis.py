@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .methods.jacobi import JacobiRecord
+from .methods.lookahead import LookaheadRecord
 from .methods.lookahead_pool import replay
 from .trace import ORIGINS, Trace
 
@@ -47,14 +49,14 @@ def provenance_shares(trace: Trace) -> dict[str, float]:
 
 # ---- Jacobi -------------------------------------------------------------------------------------
 def jacobi_steps(trace: Trace, block: int) -> list:
-    """The Steps of ``block``'s iterations, in order (each with its JacobiRecord in ``.jacobi``)."""
-    steps = [s for s in trace.steps if s.jacobi is not None and s.jacobi.block == block]
-    return sorted(steps, key=lambda s: s.jacobi.iteration)
+    """The Steps of ``block``'s iterations, in order (each with its JacobiRecord in ``.record``)."""
+    steps = [s for s in trace.steps if isinstance(s.record, JacobiRecord) and s.record.block == block]
+    return sorted(steps, key=lambda s: s.record.iteration)
 
 
 def jacobi_iterations(trace: Trace, block: int) -> list:
     """The JacobiRecords of ``block``, one per iteration, in order."""
-    return [s.jacobi for s in jacobi_steps(trace, block)]
+    return [s.record for s in jacobi_steps(trace, block)]
 
 
 def jacobi_fixed_point(trace: Trace, block: int) -> list[int]:
@@ -91,7 +93,7 @@ def jacobi_commits(trace: Trace, block: int) -> list[list[int]]:
     block's committed tokens (``jacobi_counts``' "tokens"), n for a full block."""
     out: list[list[int]] = [[]]
     for s in jacobi_steps(trace, block):
-        out.append(list(range(s.jacobi.start + 1, s.jacobi.start + len(s.tokens) + 1)))
+        out.append(list(range(s.record.start + 1, s.record.start + len(s.tokens) + 1)))
     return out
 
 
@@ -164,8 +166,8 @@ def jacobi_counts(trace: Trace) -> list[dict]:
 def pool_at(trace: Trace, step_index: int) -> dict[int, list[list[int]]]:
     """The pool as the step ``step_index`` saw it (before its own harvest): key -> continuations,
     oldest first."""
-    ops = (s.lookahead.pool_ops for s in trace.steps[:step_index] if s.lookahead is not None)
-    return replay(trace.pool_seed, ops, trace.params.get("G", 0))
+    ops = (s.record.pool_ops for s in trace.steps[:step_index] if isinstance(s.record, LookaheadRecord))
+    return replay(trace.pool_seed, ops, trace.params["G"])
 
 
 # ---- sampling ---------------------------------------------------------------------------------------

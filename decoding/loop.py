@@ -200,8 +200,7 @@ class Run:
         step = Step(index=len(self.trace.steps), fed=1 + len(prop.tokens), tokens=committed, seconds=0.0,
                     forward_seconds=forward_s, origins=verdict.origins[:len(committed)])
         if self.record:
-            if self.spec.record:
-                setattr(step, self.spec.record, rec)
+            step.record = rec
             step.sampling = verdict.sampling
             if prop.budget is not None:
                 step.budget = replace(prop.budget, realized=len(committed))

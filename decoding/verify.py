@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .trace import ORIGINS, SampleRecord  # noqa: F401 (ORIGINS: where a committed token came from)
+from .origins import ORIGINS  # noqa: F401 (ORIGINS: where a committed token came from)
+from .records import SampleRecord
 
 @dataclass
 class Chain:
@@ -47,7 +48,7 @@ class Proposal:
     mask: Any = None  # 4D float mask, or None for a plain causal sequence
     logit_rows: list[int] | None = None  # fed rows whose logits are needed (None: all)
     info: dict[str, Any] = field(default_factory=dict)  # the method's own notes for its record
-    budget: Any = None  # a cost-aware choice (decoding.trace.BudgetRecord, realized left 0), or None
+    budget: Any = None  # a cost-aware choice (decoding.records.BudgetRecord, realized left 0), or None
 
     def logit_index(self, row: int) -> int:
         """Index into the forward's logits of fed row ``row``."""

@@ -7,7 +7,8 @@ import pytest
 from decoding.analysis import (accepted_histogram, committed_curve, jacobi_cell_states, jacobi_commits, jacobi_counts,
                                pool_at, provenance, provenance_shares)
 from decoding.loop import decode
-from decoding.trace import JacobiBlock, JacobiRecord, Step, Trace, legacy_origins
+from decoding.methods.jacobi import JacobiBlock, JacobiRecord
+from decoding.trace import Step, Trace, legacy_origins
 from tiny import tiny_lm
 
 
@@ -18,7 +19,7 @@ def jacobi_trace(fixed, iterations):
         after = before  # not used by the bookkeeping
         toks = fixed[start + 1:start + committed + 1]
         out += toks
-        step = Step(i, len(before) - start, toks, 0.01, 0.01, jacobi=JacobiRecord(0, i, start, before, after, committed))
+        step = Step(i, len(before) - start, toks, 0.01, 0.01, record=JacobiRecord(0, i, start, before, after, committed))
         step.origins = legacy_origins("jacobi", step)  # committed - 1 converged guesses, then the model's token
         steps.append(step)
     return Trace("jacobi", {"n": len(fixed)}, "m", "cpu", "float32", [1], output_ids=out, steps=steps,
@@ -63,7 +64,7 @@ def jacobi_run(fixed, states, starts):
         out += toks
         origins = ["jacobi"] * (committed - 1) + ["step"]
         steps.append(Step(i, len(before) - start, toks, 0.01, 0.01,
-                          jacobi=JacobiRecord(0, i, start, before, after, committed), origins=origins))
+                          record=JacobiRecord(0, i, start, before, after, committed), origins=origins))
     return Trace("jacobi", {"n": len(fixed)}, "m", "cpu", "float32", [1], output_ids=out, steps=steps,
                  blocks=[JacobiBlock(0, 0, list(fixed), len(starts))])
 
@@ -189,5 +190,5 @@ def test_pool_at_matches_live_pool():
         key = tr.prompt_ids[-1] if i == 0 else None
         # the candidates each step verified are exactly the pool's entries for its current token
         cur = (tr.prompt_ids + tr.output_ids)[len(tr.prompt_ids) + sum(len(x.tokens) for x in tr.steps[:i])]
-        assert [list(c) for c in s.lookahead.candidates] == pool.get(cur, [])
+        assert [list(c) for c in s.record.candidates] == pool.get(cur, [])
         assert all(len(v) <= 2 for v in pool.values())

@@ -152,7 +152,7 @@ def test_flat_curve_feeds_trees_and_the_window_and_stays_exact():
     tr = decode(lm, prompt, "lookahead", {"W": 5, "N": 4, "G": 5, "budget": "auto"}, 40, step_costs=flat())
     assert tr.output_ids == generate_greedy(lm, prompt, 40)
     assert sum(s.budget.window for s in tr.steps) > len(tr.steps) // 2
-    assert any(len(s.lookahead.candidates) > 1 for s in tr.steps)
+    assert any(len(s.record.candidates) > 1 for s in tr.steps)
     cpu_run = decode(lm, prompt, "lookahead", {"W": 5, "N": 4, "G": 5, "budget": "auto"}, 40, step_costs=cpu())
     assert sum(s.fed for s in cpu_run.steps) / cpu_run.n_steps < sum(s.fed for s in tr.steps) / tr.n_steps
 
@@ -226,7 +226,7 @@ def test_auto_lookahead_chains_candidates_through_the_pool_and_the_views_draw_th
     prompt = [7, 8, 9, 10] * 6
     tr = decode(lm, prompt, "lookahead", {"W": 4, "N": 3, "G": 4, "budget": "auto"}, 40, step_costs=flat())
     assert tr.output_ids == generate_greedy(lm, prompt, 40)
-    assert max(len(c) for s in tr.steps for c in s.lookahead.candidates) > 2  # longer than N - 1: chained
+    assert max(len(c) for s in tr.steps for c in s.record.candidates) > 2  # longer than N - 1: chained
     for fig in (vl.step_animation(tr), vl.position_animation(tr)):
         assert fig.frames and len(fig.frames) == len(vl.lookahead_steps(tr))
 

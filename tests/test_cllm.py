@@ -42,7 +42,7 @@ def test_items_hold_each_block_trajectory(lm):
         assert it["prompt_ids"] == PROMPTS[0] + answer[:it["offset"]]
         fp = it["fixed_point"]
         assert fp == answer[it["offset"]:it["offset"] + len(fp)] == b.fixed_point
-        recs = [s.jacobi for s in tr.steps if s.jacobi and s.jacobi.block == b.index]
+        recs = [s.record for s in tr.steps if s.record and s.record.block == b.index]
         # every state an iteration fed, then the fixed point
         assert it["states"] == [r.before[:len(fp)] for r in recs] + [fp]
         assert it["states"][0][1:] != fp[1:]  # the initial guess is not already the answer

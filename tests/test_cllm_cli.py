@@ -116,7 +116,7 @@ def test_pair_writes_the_two_traces_of_the_page(tmp_path, prompts, models, loads
         assert tr.method == "jacobi" and tr.params["n"] == 5 and tr.params["seed"] == 2
         assert tr.model_id == f"tiny {key or 'base'}" and tr.prompt_ids == ids and tr.prompt_text == text
         assert tr.output_ids == generate_greedy(models[key], ids, 12)
-        assert tr.blocks and tr.n_steps == sum(1 for s in tr.steps if s.jacobi is not None) > 0
+        assert tr.blocks and tr.n_steps == sum(1 for s in tr.steps if s.record is not None) > 0
     assert traces["base"].output_ids != traces["cllm"].output_ids
 
 

@@ -45,7 +45,7 @@ def test_paper_preset_sets_the_sidebar_and_the_run_uses_it(monkeypatch):
     t = at.session_state["results"].traces["lookahead"]
     assert {k: t.params[k] for k in ("W", "N", "G", "seed_pool_prompt", "harvest_output")} == presets.PRESETS[PAPER][1]
     assert not t.pool_seed
-    assert all(o == "window" for s in t.steps if s.lookahead for o in s.lookahead.origins)
+    assert all(o == "window" for s in t.steps if s.record for o in s.record.origins)
     at.switch_page("app_pages/lookahead.py").run()
     assert not at.exception and not at.error
     assert any("window only, as in the lookahead paper" in m.value for m in at.markdown)

@@ -53,11 +53,11 @@ def test_prompt_rows_latest_first():
 def test_greedy_equals_generate_and_trees_are_fed(run):
     lm, prompt, t = run
     assert t.output_ids == generate_greedy(lm, prompt, 37)
-    recs = [s.recycling for s in t.steps]
+    recs = [s.record for s in t.steps]
     assert all(r is not None for r in recs)
     assert t.tokens_per_step > 1.2, "the repeated prompt makes the matrix's drafts match"
     for s in t.steps:
-        r = s.recycling
+        r = s.record
         assert s.fed == 1 + len(r.tokens) and len(r.path) == sum(o == "recycled" for o in s.origins)
         assert [r.tokens[i] for i in r.path] == s.tokens[:len(r.path)]
 
@@ -70,8 +70,8 @@ def test_the_matrix_replayed_from_the_trace_gives_every_tree(run):
     for s in t.steps:
         depth = min(6, t.max_new_tokens - done - 1)
         tree = walk(matrix_before(t, s.index), current_token(t, s.index), depth, 8, 14)
-        assert [n.token for n in tree.nodes] == s.recycling.tokens
-        assert [n.tag for n in tree.nodes] == s.recycling.cols
+        assert [n.token for n in tree.nodes] == s.record.tokens
+        assert [n.tag for n in tree.nodes] == s.record.cols
         done += len(s.tokens)
 
 
@@ -80,16 +80,16 @@ def test_record_round_trips_and_is_validated(run):
     again = Trace.from_json(t.to_json())
     assert again.to_dict() == t.to_dict()
     d = json.loads(t.to_json())
-    s = next(i for i, st in enumerate(d["steps"]) if st["recycling"]["path"])
+    s = next(i for i, st in enumerate(d["steps"]) if st["record"]["path"])
     bad = json.loads(json.dumps(d))
-    bad["steps"][s]["recycling"]["parents"][0] = 5
-    with pytest.raises(TraceError, match="parent comes before"):
+    bad["steps"][s]["record"]["parents"][0] = 5
+    with pytest.raises(TraceError, match=rf"steps\[{s}\]\.record\.parents\[0\]: must be -1 \(the current token\) or an earlier"):
         Trace.from_dict(bad)
     bad = json.loads(json.dumps(d))
-    bad["steps"][s]["recycling"]["path"] = [len(bad["steps"][s]["recycling"]["tokens"])]
+    bad["steps"][s]["record"]["path"] = [len(bad["steps"][s]["record"]["tokens"])]
     with pytest.raises(TraceError, match="branch"):
         Trace.from_dict(bad)
-    assert t.record_ids() >= {tok for st in t.steps for tok in st.recycling.tokens}
+    assert t.record_ids() >= {tok for st in t.steps for tok in st.record.tokens}
 
 
 def test_params_and_cli_variants():
@@ -107,7 +107,7 @@ def test_params_and_cli_variants():
 def test_sampled_run_records_and_round_trips():
     lm = tiny_lm("llama", 0)
     t = decode(lm, _prompt(), "tr", {"temperature": 0.8, "sample_seed": 3}, 24)
-    assert all(s.sampling is not None and s.recycling is not None for s in t.steps)
+    assert all(s.sampling is not None and s.record is not None for s in t.steps)
     assert Trace.from_json(t.to_json()).to_dict() == t.to_dict()
 
 
@@ -115,9 +115,9 @@ def test_figures_data(run):
     from viz import recycling as R
 
     _, _, t = run
-    si = next(s.index for s in t.steps if s.recycling.path)
+    si = next(s.index for s in t.steps if s.record.path)
     d = R.tree_data(t, si)
-    rec = t.steps[si].recycling
+    rec = t.steps[si].record
     assert d["fed"] == len(rec.tokens) and d["accepted"] == len(rec.path)
     assert [n["token"] for n in d["nodes"] if n["accepted"]] == [rec.tokens[i] for i in rec.path]
     assert all(n["x"] >= 1 for n in d["nodes"]) and d["root"]["x"] == 0
@@ -127,7 +127,7 @@ def test_figures_data(run):
     assert set(m["rows"][0]["used"]) >= set(n["col"] for n, p in zip(d["nodes"], rec.parents) if p < 0)
     assert rec.cols[rec.path[0]] in m["rows"][0]["accepted"]  # (a token expanded twice reads one row)
     fig = R.tree_animation(t)
-    assert len(fig.frames) == sum(bool(s.recycling.tokens) for s in t.steps)
+    assert len(fig.frames) == sum(bool(s.record.tokens) for s in t.steps)
     assert "accepted" in fig.frames[0].layout.title.text
     assert R.matrix_figure(t, si).layout.title.text.startswith(f"Step {si}")
     assert "steps fed a draft tree" in R.summary_sentence(t)
@@ -142,7 +142,7 @@ def test_the_page_renders_a_sidebar_run(monkeypatch):
 
     at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Token Recycling", 32)
     t = at.session_state["results"].traces["tr"]
-    assert all(s.recycling is not None for s in t.steps)
+    assert all(s.record is not None for s in t.steps)
     at.switch_page("app_pages/recycling.py").run()
     assert not at.exception and not at.error
     assert any(m.value == R.summary_sentence(t) for m in at.markdown)

@@ -76,7 +76,7 @@ def test_recording_off_changes_nothing_but_the_records(lm, method):
     on = decode(lm, [9, 8, 7, 9, 8, 7], method, None, 30)
     off = decode(lm, [9, 8, 7, 9, 8, 7], method, None, 30, record=False)
     assert off.output_ids == on.output_ids and off.n_steps == on.n_steps
-    assert all(s.jacobi is None and s.lookahead is None and s.pld is None for s in off.steps)
+    assert all(s.record is None for s in off.steps)
     assert not off.recorded and off.output_pieces == []
 
 

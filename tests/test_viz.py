@@ -194,9 +194,10 @@ def test_jacobi_counts_figure_and_its_sentence_come_from_one_function():
 def test_jacobi_frames_are_paged():
     t = jacobi_trace()
     # a long block: 250 more iterations that change nothing
-    from decoding.trace import JacobiRecord, Step
+    from decoding.methods.jacobi import JacobiRecord
+    from decoding.trace import Step
     for i in range(3, 253):
-        t.steps.append(Step(i, 1, [], 0.0, 0.0, jacobi=JacobiRecord(0, i, 3, [10, 11, 12, 13], [10, 11, 12, 13], 0)))
+        t.steps.append(Step(i, 1, [], 0.0, 0.0, record=JacobiRecord(0, i, 3, [10, 11, 12, 13], [10, 11, 12, 13], 0)))
     fig = jacobi.block_animation(t, 0, page=0)
     fig2 = jacobi.block_animation(t, 0, page=1)
     assert len(fig.frames) == style.MAX_FRAMES
@@ -310,8 +311,10 @@ def test_pool_sources_sentence():
     t.params.update(seed_pool_prompt=False, harvest_output=False)
     assert lookahead.pool_sources(t) == ["window"]
     assert "window only, as in the lookahead paper" in lookahead.pool_sources_sentence(t)
-    t.params.pop("harvest_output")  # missing: the registry's default (on)
-    assert lookahead.pool_sources(t) == ["window", "output"]
+    d = t.to_dict()
+    d["params"].pop("harvest_output")  # missing from a file: loading fills in the registry's default (on)
+    from decoding.trace import Trace
+    assert lookahead.pool_sources(Trace.from_dict(d)) == ["window", "output"]
 
 
 def test_pool_rows_and_graph():
@@ -373,6 +376,7 @@ def _as_version_1(t):
     d["version"] = 1
     for s in d["steps"]:
         s.pop("origins", None)
+        s["lookahead"] = s.pop("record")  # version 1 and 2 kept a step's record under its method's key
     return Trace.from_dict(d)
 
 

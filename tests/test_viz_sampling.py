@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 from decoding import analysis
-from decoding.trace import LookaheadRecord, SampleRecord, Step, Trace
+from decoding.methods.lookahead import LookaheadRecord
+from decoding.trace import SampleRecord, Step, Trace
 from tests.viz_traces import lookahead_trace
 from viz import sampling
 from viz.style import BLUE, GREEN, ORANGE, VERMILLION
@@ -21,23 +22,23 @@ from viz.style import BLUE, GREEN, ORANGE, VERMILLION
 
 def sampled_trace() -> Trace:
     t = Trace(method="lookahead", params={"W": 2, "N": 3, "G": 2, "seed_pool_prompt": True, "harvest_output": False,
-                                          "seed": 0, "temperature": 0.8, "top_k": 0, "top_p": 0.9, "sample_seed": 0},
+                                          "seed": 0, "budget": "fixed", "temperature": 0.8, "top_k": 0, "top_p": 0.9, "sample_seed": 0},
               model_id="hand-made", device="cpu", dtype="float32", prompt_ids=[1, 2, 3],
-              prompt_pieces=["A", " B", " <C>"], prompt_text="A B <C>")
+              prompt_pieces=["A", " B", " <C>"], prompt_text="A B <C>", prefill_seconds=0.01)
     t.output_ids = [10, 11, 12, 13, 14, 17]
     t.output_pieces = [" x", " y", " <z>", " w", "!", " &"]
     t.vocab = {"15": "<bad>"}
     la = dict(window=[[1, 2]], harvested=[], origins=[], pool_ops=[])
     t.steps = [
-        Step(0, 3, [11], 0.01, 0.008, lookahead=LookaheadRecord(candidates=[], matched=[], chosen=-1, **la),
+        Step(0, 3, [11], 0.01, 0.008, record=LookaheadRecord(candidates=[], matched=[], chosen=-1, **la),
              sampling=SampleRecord([[]], [11], [0.4]), origins=["step"]),
         Step(1, 7, [12, 13, 14], 0.01, 0.008,
-             lookahead=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[12, 13], [12, 40]],
+             record=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[12, 13], [12, 40]],
                                        matched=[2, 1], origins=["window", "prompt"], chosen=0, pool_ops=[]),
              sampling=SampleRecord([[[0, 12, 0.5, True]], [[0, 13, 0.3, True]], []], [12, 13, 14], [0.5, 0.3, 0.6]),
              origins=["pool", "pool", "step"]),
         Step(2, 7, [17], 0.01, 0.008,
-             lookahead=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[15, 16]], matched=[0],
+             record=LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[], candidates=[[15, 16]], matched=[0],
                                        origins=["window"], chosen=-1, pool_ops=[]),
              sampling=SampleRecord([[[0, 15, 0.25, False]]], [17], [0.5]), origins=["step"]),
     ]

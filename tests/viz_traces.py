@@ -24,12 +24,15 @@ Lookahead, W = 2, N = 3, G = 2, prefill token 10:
 
 from __future__ import annotations
 
-from decoding.trace import JacobiBlock, JacobiRecord, LookaheadRecord, Step, Trace
+from decoding.methods import resolve_params
+from decoding.methods.jacobi import JacobiBlock, JacobiRecord
+from decoding.methods.lookahead import LookaheadRecord
+from decoding.trace import Step, Trace
 
 
 def _base(method, params, **kw):
-    return Trace(method=method, params=params, model_id="hand-made", device="cpu", dtype="float32",
-                 prompt_ids=[1, 2, 3], prompt_pieces=["A", " B", " <C>"], prompt_text="A B <C>", **kw)
+    return Trace(method=method, params=resolve_params(method, params), model_id="hand-made", device="cpu", dtype="float32",
+                 prompt_ids=[1, 2, 3], prompt_pieces=["A", " B", " <C>"], prompt_text="A B <C>", prefill_seconds=0.01, **kw)
 
 
 def jacobi_trace() -> Trace:
@@ -43,7 +46,7 @@ def jacobi_trace() -> Trace:
     ]
     toks = [[11], [12], [13, 99]]
     origins = [["step"], ["step"], ["jacobi", "step"]]  # 13 was a converged guess, 99 the model's own token
-    t.steps = [Step(i, 4 - i, toks[i], 0.01, 0.008, jacobi=r, origins=origins[i]) for i, r in enumerate(recs)]
+    t.steps = [Step(i, 4 - i, toks[i], 0.01, 0.008, record=r, origins=origins[i]) for i, r in enumerate(recs)]
     t.blocks = [JacobiBlock(0, 0, [10, 11, 12, 13], 3)]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 5
     return t
@@ -60,7 +63,7 @@ def jacobi_ff_trace() -> Trace:
     ]
     toks = [[11], [12, 13, 14], [99]]
     origins = [["step"], ["jacobi", "jacobi", "step"], ["step"]]
-    t.steps = [Step(i, 5 - r.start, toks[i], 0.01, 0.008, jacobi=r, origins=origins[i]) for i, r in enumerate(recs)]
+    t.steps = [Step(i, 5 - r.start, toks[i], 0.01, 0.008, record=r, origins=origins[i]) for i, r in enumerate(recs)]
     t.blocks = [JacobiBlock(0, 0, [10, 11, 12, 13, 14], 3)]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.05, "max_new_tokens", 6
     return t
@@ -76,8 +79,8 @@ def lookahead_trace() -> Trace:
     r1 = LookaheadRecord(window=[[1, 2], [20, 21]], harvested=[[1, 20, 30], [2, 21, 31]],
                          candidates=[[12, 13], [12, 40]], matched=[2, 1], origins=["window", "prompt"], chosen=0,
                          pool_ops=[["+", [1, 20, 30]], ["+", [2, 21, 31]]])
-    t.steps = [Step(0, 3, [11], 0.01, 0.008, lookahead=r0, origins=["step"]),
-               Step(1, 9, [12, 13, 14], 0.012, 0.01, lookahead=r1, origins=["pool", "pool", "step"])]
+    t.steps = [Step(0, 3, [11], 0.01, 0.008, record=r0, origins=["step"]),
+               Step(1, 9, [12, 13, 14], 0.012, 0.01, record=r1, origins=["pool", "pool", "step"])]
     t.seconds, t.stop_reason, t.max_new_tokens = 0.03, "max_new_tokens", 5
     return t
 

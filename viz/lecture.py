@@ -168,7 +168,7 @@ def harvested_at(trace, step_index: int, gram: list[int]) -> int | None:
     """The latest step before ``step_index`` whose pool ops added or refreshed ``gram``
     (None: it came from the seed)."""
     for i in range(step_index - 1, -1, -1):
-        la = trace.steps[i].lookahead
+        la = trace.steps[i].record
         if la is not None and any(op in "+~" and g == gram for op, g in la.pool_ops):
             return i
     return None
@@ -186,7 +186,7 @@ class _LookaheadCtx:
         return self.trace.output_ids[self.before[si] - 1]
 
     def rec(self, si: int):
-        return self.trace.steps[si].lookahead
+        return self.trace.steps[si].record
 
 
 def _window_and_pool(c: _LookaheadCtx) -> list[LectureStep]:
@@ -221,7 +221,7 @@ def _window_and_pool(c: _LookaheadCtx) -> list[LectureStep]:
         steps.append(LectureStep(
             f"Step {cand}: verify candidates in the same forward",
             f"The pool holds {len(la.candidates)} n-gram{'s' if len(la.candidates) != 1 else ''} starting with the "
-            f"current token {tok(piece(texts, c.cur(cand)))}. Up to G = {int(c.trace.params.get('G', 0))} of them are "
+            f"current token {tok(piece(texts, c.cur(cand)))}. Up to G = {c.trace.params['G']} of them are "
             f"fed in the same forward pass, each with its own mask row, and checked against the model's own "
             f"predictions: {'none matched here' if la.chosen < 0 else 'one matched'}.",
             "lookahead", str(cand), [(1, N - 1, g.cand0, g.cand0 + len(la.candidates) - 1)], "candidates"))
@@ -309,7 +309,7 @@ def changed_cells(trace, step: LectureStep) -> list[tuple[int, int]]:
     if pos == 0:
         return []
     grid = lookahead.step_grid(trace)
-    now, before = trace.steps[k].lookahead.window, trace.steps[idx[pos - 1]].lookahead.window
+    now, before = trace.steps[k].record.window, trace.steps[idx[pos - 1]].record.window
     return [grid.window(l, j) for l, level in enumerate(now) for j, tok in enumerate(level)
             if l >= len(before) or j >= len(before[l]) or before[l][j] != tok]
 

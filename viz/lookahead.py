@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from decoding.methods import lookahead_mask as masks
+from decoding.methods.lookahead import LookaheadRecord
 from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, ORANGE, PROVENANCE, SKY, VERMILLION, YELLOW,
                        animation_controls, base_layout, cell_label, empty_figure, esc, hover_label, legend_entries,
                        page_items, piece, text_colour, token_texts, visible)
@@ -37,7 +38,7 @@ LOOKAHEAD_CELLS: dict[str, tuple[str, str]] = {
 
 
 def lookahead_steps(trace) -> list[int]:
-    return [i for i, s in enumerate(trace.steps) if s.lookahead is not None]
+    return [i for i, s in enumerate(trace.steps) if isinstance(s.record, LookaheadRecord)]
 
 
 def committed_before(trace) -> list[int]:
@@ -141,19 +142,19 @@ class PositionGrid(_Grid):
 def step_grid(trace, positions: bool = False) -> _Grid:
     """The animation's grid for a trace: W, N and room for G (or the most candidates of any step);
     ``positions``: the position view's grid."""
-    W, N = int(trace.params.get("W", 1)), int(trace.params.get("N", 2))
-    G = max([int(trace.params.get("G", 0))] + [len(trace.steps[i].lookahead.candidates) for i in lookahead_steps(trace)])
+    W, N = trace.params["W"], trace.params["N"]
+    G = max([trace.params["G"]] + [len(trace.steps[i].record.candidates) for i in lookahead_steps(trace)])
     return (PositionGrid if positions else _Grid)(W, N, G)
 
 
 def next_level(trace, si: int, cols: dict[int, list[int]], W: int) -> list[int | None]:
     """The row above the window: the harvested n-grams' last tokens (the top level's argmax), or,
     while the window fills, the level the next step adds."""
-    rec = trace.steps[si].lookahead
+    rec = trace.steps[si].record
     if cols:
         return [cols[j][-1] if j in cols else None for j in range(W)]
-    if si + 1 < len(trace.steps) and trace.steps[si + 1].lookahead is not None:
-        w2 = trace.steps[si + 1].lookahead.window
+    if si + 1 < len(trace.steps) and isinstance(trace.steps[si + 1].record, LookaheadRecord):
+        w2 = trace.steps[si + 1].record.window
         if w2 and len(w2) > len(rec.window):
             return list(w2[-1])
     return []
@@ -162,7 +163,7 @@ def next_level(trace, si: int, cols: dict[int, list[int]], W: int) -> list[int |
 def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
     """All cells of one step: x, y, colours, outlines, text, hover (placed by ``grid``)."""
     step = trace.steps[si]
-    rec = step.lookahead
+    rec = step.record
     t = len(trace.prompt_ids) + before[si] - 1  # the current token's position in the sequence
     cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
     cells: list[tuple] = []  # (x, y, fill, line colour, line width, label, hover)
@@ -217,7 +218,7 @@ def _step_cells(trace, si: int, grid: _Grid, texts, prov, before) -> dict:
 def diagonals(trace, si: int, grid: PositionGrid) -> dict:
     """The harvested n-grams of step ``si`` as lines through their cells (x, y with None between):
     column j's n-gram runs from level 0 at t + 1 + j up to the next level at t + N + j."""
-    rec = trace.steps[si].lookahead
+    rec = trace.steps[si].record
     xs, ys = [], []
     for j in sorted(harvested_columns(rec.window, rec.harvested)):
         for l in range(len(rec.window)):
@@ -229,7 +230,7 @@ def diagonals(trace, si: int, grid: PositionGrid) -> dict:
 
 
 def _step_title(trace, si, texts, before) -> str:
-    step, rec = trace.steps[si], trace.steps[si].lookahead
+    step, rec = trace.steps[si], trace.steps[si].record
     cur = trace.output_ids[before[si] - 1] if before[si] >= 1 else None
     curtxt = esc(visible(piece(texts, cur))) if cur is not None else "?"
     if rec.chosen >= 0:
@@ -285,6 +286,8 @@ def _animation(trace, page: int, grid: _Grid, duration_ms: int) -> go.Figure | N
 def step_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
     """Animated lookahead steps, compact (Play / Pause / slider), one page of ``style.pages`` at a time:
     x = window column (see ``_Grid``). Trace 0 holds every cell of the shown step (frames update only it)."""
+    if not lookahead_steps(trace):
+        return empty_figure("No lookahead steps recorded in this trace.")
     grid = step_grid(trace)
     fig = _animation(trace, page, grid, duration_ms)
     if fig is None:
@@ -306,6 +309,8 @@ def position_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figur
     level 0 to the next level. The text row holds the committed text and this step's committed
     tokens (outlined, coloured by where they came from); the candidates sit after t below it.
     Trace 0 = the diagonals, trace 1 = the cells; frames update both."""
+    if not lookahead_steps(trace):
+        return empty_figure("No lookahead steps recorded in this trace.")
     grid = step_grid(trace, positions=True)
     fig = _animation(trace, page, grid, duration_ms)
     if fig is None:
@@ -324,10 +329,8 @@ def position_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figur
 def pool_sources(trace) -> list[str]:
     """Where this trace's pool took n-grams from: "window" always; "prompt" if it was seeded with the
     prompt's n-grams; "output" if it harvested the committed output (the run's parameters)."""
-    from decoding.methods import REGISTRY
-    defaults = {p.name: p.default for p in REGISTRY["lookahead"].params}
-    get = lambda k: bool(trace.params.get(k, defaults.get(k, False)))
-    return ["window"] + (["prompt"] if get("seed_pool_prompt") else []) + (["output"] if get("harvest_output") else [])
+    p = trace.params
+    return ["window"] + (["prompt"] if p["seed_pool_prompt"] else []) + (["output"] if p["harvest_output"] else [])
 
 
 def pool_sources_sentence(trace) -> str:
@@ -390,7 +393,7 @@ def _gram_colour(hit) -> str:
 
 def _pool_frame(trace, si: int, pool: dict, pos: dict, texts) -> list[dict]:
     """Edges, continuation nodes and key nodes of the pool before step ``si``."""
-    rec = trace.steps[si].lookahead
+    rec = trace.steps[si].record
     verified = {tuple(c): (i < len(rec.matched) and rec.matched[i] > 0, i == rec.chosen)
                 for i, c in enumerate(rec.candidates)}
     before = committed_before(trace)[si]

@@ -19,18 +19,18 @@ FED, UNUSED = "#D9ECF7", LIGHT
 
 def recycling_steps(trace) -> list[int]:
     """Indices of the steps that carry a Token Recycling record."""
-    return [s.index for s in trace.steps if s.recycling is not None]
+    return [s.index for s in trace.steps if s.record is not None]
 
 
 def matrix_before(trace, step_index: int) -> dict[int, list[int]]:
     """The adjacency matrix as it stood before step ``step_index`` (rows of tokens seen so far)."""
-    k = int(trace.params.get("successors", 8))
-    m = prompt_rows(trace.prompt_ids, k) if trace.params.get("seed_prompt", True) else {}
+    k = trace.params["successors"]
+    m = prompt_rows(trace.prompt_ids, k) if trace.params["seed_prompt"] else {}
     for s in trace.steps:
         if s.index >= step_index:
             break
-        if s.recycling is not None:
-            for row in s.recycling.written:
+        if s.record is not None:
+            for row in s.record.written:
                 m[row[0]] = list(row[1:])
     return m
 
@@ -133,7 +133,7 @@ def tree_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Figure:
 
 
 def _rec(trace, si: int):
-    return next(s.recycling for s in trace.steps if s.index == si)
+    return next(s.record for s in trace.steps if s.index == si)
 
 
 def _has_tree(trace, si: int) -> bool:
@@ -172,7 +172,7 @@ def matrix_rows_data(trace, step_index: int) -> dict:
             rows.append({"token": t, "text": piece(texts, t), "row": list(m.get(t, [])),
                          "row_text": [piece(texts, x) for x in m.get(t, [])], "used": sorted(used[t]),
                          "accepted": sorted(accepted.get(t, ()))})
-    return {"rows": rows, "k": int(trace.params.get("successors", 8))}
+    return {"rows": rows, "k": trace.params["successors"]}
 
 
 def matrix_figure(trace, step_index: int, max_rows: int = 24) -> go.Figure:
@@ -207,7 +207,7 @@ def matrix_figure(trace, step_index: int, max_rows: int = 24) -> go.Figure:
 
 def summary_sentence(trace) -> str:
     """One paragraph on the run: trees fed, tokens accepted from the matrix, rows written."""
-    recs = [s.recycling for s in trace.steps if s.recycling is not None]
+    recs = [s.record for s in trace.steps if s.record is not None]
     if not recs:
         return ""
     trees = [r for r in recs if r.tokens]
@@ -216,7 +216,7 @@ def summary_sentence(trace) -> str:
     rows = len(matrix_before(trace, len(trace.steps) + 1))
     return (f"{len(trees)} of {len(recs)} steps fed a draft tree ({fed:.0f} tokens on average); {acc} output tokens "
             f"came from the matrix ({acc / max(len(recs), 1):.2f} per step). At the end the matrix held rows for "
-            f"{rows} tokens, each rewritten from the top-{trace.params.get('successors', 8)} of the forward that last fed it.")
+            f"{rows} tokens, each rewritten from the top-{trace.params['successors']} of the forward that last fed it.")
 
 
 __all__ = ["recycling_steps", "matrix_before", "tree_data", "tree_animation", "matrix_rows_data", "matrix_figure",

@@ -22,10 +22,9 @@ PRESETS: dict[str, tuple[str, dict]] = {  # button label -> (method, parameters)
 
 
 def check(method: str, params: dict) -> None:
-    """Every preset parameter is one of the method's registry parameters, within its bounds."""
-    spec = {p.name: p for p in REGISTRY[method].params}
-    for k, v in params.items():
-        spec[k].check(method, v)
+    """Every preset parameter is one of the method's registry parameters, within its bounds
+    (ConfigError otherwise)."""
+    REGISTRY[method].check_params(params)
 
 
 def apply(label: str) -> None:

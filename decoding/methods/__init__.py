@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from . import ar, jacobi, lookahead, pld, recycling
-from ..trace import register_methods
 from .spec import ConfigError, MethodSpec, Param
 
 REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC, recycling.SPEC)}
@@ -28,8 +27,6 @@ SAMPLING_METHODS: tuple[str, ...] = tuple(m for m, s in REGISTRY.items() if s.sa
 # The `sampling` params group: accepted by the methods whose sampling is exact. temperature 0 means
 # greedy (the default); then the group is left out of the resolved params altogether.
 SAMPLING_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "sample_seed": 0}
-
-register_methods(REGISTRY, lambda m, p: resolve_params(m, p), SAMPLING_DEFAULTS, ConfigError)  # for the trace validator
 
 __all__ = ["REGISTRY", "METHODS", "SAMPLING_METHODS", "SAMPLING_DEFAULTS", "ConfigError", "MethodSpec", "Param",
            "spec", "resolve_params", "label", "colour"]
@@ -59,13 +56,7 @@ def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]
     s = spec(method)
     params = dict(params or {})
     sampling = {k: params.pop(k) for k in list(params) if k in SAMPLING_DEFAULTS}
-    out = s.defaults
-    for k, v in params.items():
-        if k not in out:
-            raise ConfigError(f"{method} has no parameter {k!r} (it takes {', '.join(out) or 'none'})")
-        out[k] = v
-    for p in s.params:
-        p.check(method, out[p.name])
+    out = s.check_params(params)  # the method's pydantic model (MethodSpec.params_model)
     if sampling:
         out.update(_resolve_sampling(s, sampling))
     return out

@@ -10,8 +10,12 @@ positions are committed; its final tokens are its fixed point.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from typing import ClassVar
 
-from ..trace import JacobiBlock, JacobiRecord
+from pydantic import model_validator
+
+from ..records import Count, Gram, Positive, Record, fail
 from ..verify import Chain, Proposal
 from .base import Method
 from .spec import MethodSpec, Param
@@ -61,8 +65,83 @@ class Jacobi(Method):
             self._close_block(run)
 
 
+# ---- its record (Step.record) and the trace's blocks ------------------------------------------------
+@dataclass
+class JacobiBlock:
+    """A finished (or cut short) Jacobi block: where it starts in the output and its fixed point."""
+
+    index: Count
+    offset: Count  # index in output_ids of the block's position 0
+    fixed_point: Gram
+    iterations: Count
+
+
+@dataclass
+class JacobiRecord(Record):
+    """One Jacobi iteration of one block.
+
+    ``before`` / ``after`` are the block's n-token state (position 0 is the token the block started
+    from, always right). Positions ``< start`` were committed by earlier iterations; this iteration
+    fed positions ``start..`` and committed positions ``start .. start + committed - 1``.
+    """
+
+    block: Count
+    iteration: Count
+    start: Count
+    before: Gram
+    after: Gram
+    committed: Positive
+
+    trace_fields: ClassVar[dict] = {"blocks": list[JacobiBlock]}
+    v1_origin: ClassVar[str] = "jacobi"
+
+    @model_validator(mode="after")
+    def _one_block(self):
+        n = len(self.before)
+        if len(self.after) != n:
+            fail("after", f"must be the block's {n} tokens, as before")
+        if self.start >= n:
+            fail("start", f"must be a position of the block (below {n}), got {self.start}")
+        if self.committed > n - self.start:
+            fail("committed", f"must be at most the {n - self.start} positions from start on, got {self.committed}")
+        return self
+
+    def token_ids(self):
+        return self.before + self.after
+
+    def v1_guesses(self):
+        return "jacobi", self.committed - 1
+
+    def check_in(self, trace, where):
+        b = next((b for b in trace.blocks if b.index == self.block), None)
+        if b is None:
+            fail(f"{where}.block", f"{self.block} is not one of the trace's blocks")
+        if len(b.fixed_point) > len(self.before):
+            fail(f"{where}.before", f"must hold the {len(b.fixed_point)} tokens of block {self.block}'s fixed point")
+
+    @classmethod
+    def check_trace(cls, trace):
+        seen, sizes, n_out = set(), {}, len(trace.output_ids)
+        for i, b in enumerate(trace.blocks):
+            if b.index in seen:
+                fail(f"blocks[{i}].index", f"{b.index} is repeated")
+            seen.add(b.index)
+            if b.offset >= max(n_out, 1):
+                fail(f"blocks[{i}].offset", f"must be an index into output_ids (below {n_out}), got {b.offset}")
+        its: set = set()
+        for i, s in enumerate(trace.steps):
+            r = s.record
+            if r is None:
+                continue
+            if sizes.setdefault(r.block, len(r.before)) != len(r.before):
+                fail(f"steps[{i}].record.before", f"must be block {r.block}'s {sizes[r.block]} tokens, as in its other iterations")
+            if (r.block, r.iteration) in its:
+                fail(f"steps[{i}].record.iteration", f"block {r.block} has an iteration {r.iteration} already")
+            its.add((r.block, r.iteration))
+
+
 SPEC = MethodSpec(
-    name="jacobi", label="Jacobi", colour="#E69F00", cls=Jacobi, record="jacobi",
+    name="jacobi", label="Jacobi", colour="#E69F00", cls=Jacobi, record=JacobiRecord, legacy_record="jacobi",
     summary="iterates a block of n guesses to its fixed point",
     params=(
         Param("n", 16, "block size", 1, 256, label="n (tokens per block)", tuned=True),

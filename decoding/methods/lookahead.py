@@ -17,9 +17,13 @@ pays on this hardware (decoding/budget.py).
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import model_validator
 
 from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
-from ..trace import POOL_ORIGIN, BudgetRecord, LookaheadRecord
+from ..records import BudgetRecord, Count, Gram, Int, Record, fail
 from ..verify import Chain, Proposal
 from .base import Method
 from .lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d
@@ -27,6 +31,8 @@ from .lookahead_pool import NGramPool
 from .spec import MethodSpec, Param
 from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
 
+# lookahead pool entry source (LookaheadRecord.origins) -> the origin of the tokens it gives
+POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
 CHAIN_HOPS = 2  # budget="auto": a candidate may go on through the pool this many n-grams deeper
 
 
@@ -167,8 +173,81 @@ class Lookahead(Method):
             origins=list(proposal.info["sources"]), chosen=verdict.chosen, pool_ops=ops)
 
 
+# ---- its record (Step.record) and the trace's pool seed ---------------------------------------------
+@dataclass
+class LookaheadRecord(Record):
+    """One lookahead step.
+
+    ``window`` is the 2D window as fed (levels x W; fewer than N-1 levels during the first N-2
+    steps; none when a cost-aware step left it out). ``harvested`` are the n-grams (N tokens,
+    first = key) collected from it. ``candidates`` are the verified (N-1)-grams that follow the
+    current token, ``matched[i]`` how many of their tokens matched the model's argmax chain,
+    ``origins[i]`` where the pool got them ("window", "prompt", "output"), ``chosen`` the index of
+    the accepted one (-1 if none matched). ``pool_ops`` replays the pool's changes in order: ["+",
+    gram] added, ["~", gram] refreshed (a duplicate moved to newest), ["-", gram] evicted; each
+    gram is N tokens, key first.
+    """
+
+    window: list[Gram]
+    harvested: list[Gram]
+    candidates: list[Gram]
+    matched: list[Count]
+    origins: list[Literal[tuple(POOL_ORIGIN)]]  # type: ignore[valid-type]
+    chosen: Int
+    pool_ops: list[tuple[Literal["+", "-", "~"], Gram]]
+
+    trace_fields: ClassVar[dict] = {"pool_seed": list[Gram]}
+    v1_origin: ClassVar[str] = "pool"
+
+    @model_validator(mode="after")
+    def _one_step(self):
+        if len({len(row) for row in self.window}) > 1:
+            fail("window", "must be levels of equal width")
+        if not len(self.matched) == len(self.candidates) == len(self.origins):
+            fail("", "one matched/origin per candidate")
+        for i, (c, m) in enumerate(zip(self.candidates, self.matched)):
+            if m > len(c):
+                fail(f"matched[{i}]", f"must be at most its candidate's {len(c)} tokens, got {m}")
+        if not -1 <= self.chosen < len(self.candidates):
+            fail("chosen", f"must be -1 (none matched) or a candidate's index (below {len(self.candidates)}), got {self.chosen}")
+        self.pool_ops = [list(op) for op in self.pool_ops]  # the JSON form: lists
+        return self
+
+    def token_ids(self):
+        ids = [t for rows in (self.window, self.harvested, self.candidates) for r in rows for t in r]
+        return ids + [t for _, g in self.pool_ops for t in g]
+
+    def chains(self):
+        return len(self.candidates)
+
+    def v1_guesses(self):
+        c = self.chosen
+        return POOL_ORIGIN.get(self.origins[c], "pool") if c >= 0 else "pool", self.matched[c] if c >= 0 else 0
+
+    def check_in(self, trace, where):
+        W, N = trace.params["W"], trace.params["N"]
+        if self.window and (len(self.window) > N - 1 or len(self.window[0]) != W):
+            fail(f"{where}.window", f"must be up to N - 1 = {N - 1} levels of W = {W} tokens")
+        for k in ("harvested", "pool_ops"):
+            for i, g in enumerate(getattr(self, k)):
+                if len(g if k == "harvested" else g[1]) != N:
+                    fail(f"{where}.{k}[{i}]", f"must be an n-gram of N = {N} tokens")
+
+    @classmethod
+    def check_trace(cls, trace):
+        N = trace.params["N"]
+        for i, g in enumerate(trace.pool_seed):
+            if len(g) != N:
+                fail(f"pool_seed[{i}]", f"must be an n-gram of N = {N} tokens, got {len(g)}")
+
+    @classmethod
+    def trace_token_ids(cls, trace) -> list[Any]:
+        return [t for g in trace.pool_seed for t in g]
+
+
 SPEC = MethodSpec(
-    name="lookahead", label="Lookahead", colour="#009E73", cls=Lookahead, samples=True, record="lookahead",
+    name="lookahead", label="Lookahead", colour="#009E73", cls=Lookahead, samples=True, record=LookaheadRecord,
+    legacy_record="lookahead",
     summary="a 2D Jacobi window fills an n-gram pool whose entries are verified in the same forward",
     params=(
         Param("W", 5, "window width (columns)", 1, 64, label="W (window columns)", tuned=True),

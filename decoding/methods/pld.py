@@ -11,8 +11,13 @@ size) form a draft tree, and each step feeds the part of it that pays on this ha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import model_validator
+
 from ..budget import Acceptance, DraftTree, choose, observe_tree, paths, plain_step
-from ..trace import BudgetRecord, PldRecord
+from ..records import BudgetRecord, Count, Int, Record, Tokens, fail
 from ..verify import Chain, Proposal
 from .base import Method
 from .spec import MethodSpec, Param
@@ -93,8 +98,39 @@ class PromptLookup(Method):
         return PldRecord(proposal.chains[best].tokens, verdict.matched[best], ng, src)
 
 
+# ---- its record (Step.record) --------------------------------------------------------------------
+@dataclass
+class PldRecord(Record):
+    """One prompt-lookup step: the draft, how far it matched, and the n-gram that found it."""
+
+    draft: Tokens
+    matched: Count
+    ngram: Count  # size of the trailing n-gram that matched (0: no match, no draft)
+    source: Int  # index in prompt + output where the draft was copied from (-1: none)
+
+    v1_origin: ClassVar[str] = "pld"
+
+    @model_validator(mode="after")
+    def _one_draft(self):
+        if self.matched > len(self.draft):
+            fail("matched", f"must be at most the draft's {len(self.draft)} tokens, got {self.matched}")
+        return self
+
+    def token_ids(self):
+        return self.draft
+
+    def v1_guesses(self):
+        return "pld", self.matched
+
+    def check_in(self, trace, where):
+        n_ids = len(trace.prompt_ids) + len(trace.output_ids)
+        if not -1 <= self.source < n_ids:
+            fail(f"{where}.source", f"must be -1 or an index into prompt + output (below {n_ids}), got {self.source}")
+
+
 SPEC = MethodSpec(
-    name="pld", label="Prompt lookup", colour="#D55E00", cls=PromptLookup, samples=True, record="pld",
+    name="pld", label="Prompt lookup", colour="#D55E00", cls=PromptLookup, samples=True, record=PldRecord,
+    legacy_record="pld",
     summary="copies the continuation of the trailing n-gram's last earlier occurrence",
     params=(
         Param("k", 10, "max draft tokens", 1, 64, label="k (max draft tokens)", tuned=True),

@@ -26,8 +26,13 @@ part of it that pays on this hardware (decoding/budget.py), acceptance learnt pe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import model_validator
+
 from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
-from ..trace import BudgetRecord, RecyclingRecord
+from ..records import BudgetRecord, Count, Gram, Int, Record, Tokens, fail
 from ..verify import Proposal
 from .base import Method
 from .spec import MethodSpec, Param
@@ -136,8 +141,65 @@ class TokenRecycling(Method):
         return changed, len(fed)
 
 
+# ---- its record (Step.record) --------------------------------------------------------------------
+@dataclass
+class RecyclingRecord(Record):
+    """One Token Recycling step.
+
+    The draft tree as fed: ``tokens[i]`` with parent ``parents[i]`` (an index into ``tokens``, -1:
+    the current token), read from column ``cols[i]`` of its parent's matrix row (0: the parent's
+    top-1 successor). ``path``: the tree nodes (indices into ``tokens``) of the accepted branch,
+    root first (empty: nothing matched). ``written``: the matrix rows this step's forward changed,
+    each ``[token, successor 1, .., successor k]`` (the new top-k after that token, in the context
+    it was fed in); ``n_written``: how many rows it wrote in all (unchanged ones included).
+    The rows read are the parents' rows: a node's token is ``row(parent)[col]``.
+    """
+
+    tokens: Tokens
+    parents: list[Int]
+    cols: list[Count]
+    path: list[Count]
+    written: list[Gram]
+    n_written: Count
+
+    v1_origin: ClassVar[str] = "recycled"
+
+    @model_validator(mode="after")
+    def _one_tree(self):
+        if not len(self.tokens) == len(self.parents) == len(self.cols):
+            fail("", "one parent and column per tree node")
+        for i, p in enumerate(self.parents):
+            if not -1 <= p < i:
+                fail(f"parents[{i}]", f"must be -1 (the current token) or an earlier node (below {i}), got {p}")
+        if not all(0 <= i < len(self.tokens) for i in self.path) or not all(
+                self.parents[b] == a for a, b in zip([-1] + self.path, self.path)):
+            fail("path", "must be a branch of the tree from its root")
+        if self.n_written < len(self.written):
+            fail("n_written", f"must count the rows written (at least {len(self.written)}), got {self.n_written}")
+        return self
+
+    def token_ids(self):
+        return self.tokens + [t for row in self.written for t in row]
+
+    def chains(self):  # one per leaf of the draft tree
+        return len(set(range(len(self.parents))) - set(self.parents))
+
+    def v1_guesses(self):
+        return "recycled", len(self.path)
+
+    def check_in(self, trace, where):
+        k = trace.params["successors"]
+        for i, c in enumerate(self.cols):
+            if c >= k:
+                fail(f"{where}.cols[{i}]", f"must be a column of the matrix (below k = {k}), got {c}")
+        for i, row in enumerate(self.written):
+            if len(row) > 1 + k:
+                fail(f"{where}.written[{i}]", f"must be a token and at most its k = {k} successors")
+
+
 SPEC = MethodSpec(
-    name="tr", label="Token Recycling", colour="#CC79A7", cls=TokenRecycling, samples=True, record="recycling",
+    name="tr", label="Token Recycling", colour="#CC79A7", cls=TokenRecycling, samples=True, record=RecyclingRecord,
+    legacy_record="recycling",
     summary="a draft tree walked over the top-k successors the model predicted after each token in earlier forwards",
     origins={"recycled": "a successor from the adjacency matrix"},
     params=(

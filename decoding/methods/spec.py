@@ -1,13 +1,19 @@
 """How a method is declared: its parameters (default, bounds, help) and what the rest of the lab
 needs to know about it (display name, colour, sampling, the parameters a tuning grid varies).
 
-Plain data, no torch: the trace validator, the figures and the sidebar read it too.
+Plain data, no torch: the trace validator, the figures and the sidebar read it too. A method's
+parameters are checked by one pydantic model made from its ``Param``s (``MethodSpec.params_model``);
+its per-step record type (``MethodSpec.record``, a dataclass in the method's file) carries its own
+schema (decoding/records.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError, create_model
 
 
 class ConfigError(ValueError):
@@ -43,19 +49,25 @@ class Param:
         stem = self.name.replace("_", "-")
         return f"--no-{stem}" if self.is_bool and self.default else f"--{stem}"
 
-    def check(self, method: str, v: Any) -> None:
+    @property
+    def annotation(self) -> Any:
+        """The parameter's type for its pydantic model: its choices, true/false, or an integer
+        within its bounds (the one place a parameter's bounds are checked)."""
         if self.is_choice:
-            if v not in self.choices:
-                raise ConfigError(f"{self.name} must be one of {', '.join(self.choices)}, got {v!r}")
-            return
+            return Literal[self.choices]
         if self.is_bool:
-            if not isinstance(v, bool):
-                raise ConfigError(f"{self.name} must be true or false")
-            return
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{self.name} must be an integer, got {v!r}")
-        if not self.lo <= v <= self.hi:
-            raise ConfigError(f"{self.name} must be between {self.lo} and {self.hi}, got {v}")
+            return Annotated[bool, Strict()]
+        return Annotated[int, Strict(), Field(ge=self.lo, le=self.hi)]
+
+    def problem(self, error_type: str, v: Any) -> str:
+        """The sentence for a value the model refused (``error_type``: pydantic's error type)."""
+        if self.is_choice:
+            return f"{self.name} must be one of {', '.join(self.choices)}, got {v!r}"
+        if self.is_bool:
+            return f"{self.name} must be true or false"
+        if error_type in ("greater_than_equal", "less_than_equal"):
+            return f"{self.name} must be between {self.lo} and {self.hi}, got {v}"
+        return f"{self.name} must be an integer, got {v!r}"
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,9 @@ class MethodSpec:
     cls: type  # the Method subclass
     params: tuple[Param, ...] = ()
     samples: bool = False  # whether its sampled output keeps AR's distribution (temperature > 0 allowed)
-    record: str = ""  # the Step attribute its per-step record goes to ("" for none)
+    # its per-step record type (Step.record; a decoding.records.Record dataclass in its file), None for none
+    record: type | None = None
+    legacy_record: str = ""  # the step key its record had in trace versions 1 and 2
     summary: str = ""  # one line: what it guesses
     origins: dict[str, str] = field(default_factory=dict)  # origin id -> sentence, for its guessed tokens
     grid: tuple[dict[str, Any], ...] = ()  # the settings `python -m decoding tune` tries
@@ -86,3 +100,26 @@ class MethodSpec:
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
+
+    @cached_property
+    def params_model(self) -> type[BaseModel]:
+        """The pydantic model of its parameters, made from its ``Param``s: types, bounds, defaults;
+        no other keys."""
+        return create_model(f"{self.name}_params", __config__=ConfigDict(extra="forbid"),
+                            **{p.name: (p.annotation, p.default) for p in self.params})
+
+    def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the defaults filled in; ConfigError with one sentence for the first bad one."""
+        try:
+            return self.params_model.model_validate(params).model_dump()
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if err["type"] == "extra_forbidden":
+                raise ConfigError(f"{self.name} has no parameter {name!r} (it takes {', '.join(self.defaults) or 'none'})") from None
+            raise ConfigError(self.param(name).problem(err["type"], err.get("input"))) from None
+
+    @cached_property
+    def record_adapter(self) -> TypeAdapter:
+        """Validates a step's record (its JSON form) into ``record``."""
+        return TypeAdapter(self.record)

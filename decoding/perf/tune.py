@@ -145,7 +145,7 @@ def what_if(trace: Trace, curve: CostCurve, ar: Trace | None = None) -> list[dic
     by replaying this run's verification: with G' the pool keeps the newest G' continuations per
     key, and an (N'-1)-gram matches as far as the first N'-1 tokens of the longer one did.
     Estimates per step along this run's path (a different setting would take a different path)."""
-    if trace.method != "lookahead" or not any(s.lookahead for s in trace.steps):
+    if trace.method != "lookahead" or not any(s.record for s in trace.steps):
         return []
     W, N, G = (int(trace.params[k]) for k in ("W", "N", "G"))
     base = account(trace, curve, ar)
@@ -169,7 +169,7 @@ def _replay(trace: Trace, W: int, n2: int, g2: int) -> tuple[int, list[int]]:
     with N = n2 and G = g2 (the newest g2 candidates, each cut to n2 - 1 tokens)."""
     tokens, fed = 0, []
     for s in trace.steps:
-        la = s.lookahead
+        la = s.record  # a LookaheadRecord
         if la is None:
             tokens += len(s.tokens)
             fed.append(s.fed)

@@ -165,8 +165,8 @@ def readme_frames() -> tuple[str, str]:
     # frame k = the block after iteration k (slider label k): the first one with fast-forwarded tokens
     jf = next((str(k) for k, row in enumerate(jacobi_cell_states(j, 0)) if "fast_forward" in row), "1")
     la = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
-    best = max((s.lookahead.matched[s.lookahead.chosen] if s.lookahead.chosen >= 0 else 0, len(s.lookahead.candidates), i)
-               for i, s in enumerate(la.steps) if s.lookahead)
+    best = max((s.record.matched[s.record.chosen] if s.record.chosen >= 0 else 0, len(s.record.candidates), i)
+               for i, s in enumerate(la.steps) if s.record)
     return jf, str(best[2])
 
 

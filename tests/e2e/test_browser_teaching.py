@@ -26,7 +26,7 @@ def frames() -> tuple[str, str]:
     jf = next(str(k) for k, row in enumerate(jacobi_cell_states(j, 0)) if "fast_forward" in row)
     la = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
     lf = next(str(i) for i, s in enumerate(la.steps)
-              if s.lookahead and s.lookahead.harvested and s.lookahead.chosen >= 0 and s.lookahead.matched[s.lookahead.chosen] >= 2)
+              if s.record and s.record.harvested and s.record.chosen >= 0 and s.record.matched[s.record.chosen] >= 2)
     return jf, lf
 
 
