@@ -23,7 +23,7 @@ from .origins import ORIGINS, Origin  # noqa: F401 (Step.origins: where a commit
 MAX_TOKEN_ID = 2**31 - 1  # larger ids are no vocabulary's (and overflow the figures' int32 arrays)
 MAX_SECONDS = 1e6  # eleven days: a longer step or run is not a measurement
 MIN_SECONDS = 1e-9  # a nanosecond: shorter is no measured time (and divides into overflow)
-MAX_COST = 1e6  # a step cost, in AR steps
+MIN_COST, MAX_COST = 1e-3, 1e6  # a step cost, in AR steps (a thousandth of one: no step is that cheap)
 
 
 class Invalid(ValueError):
@@ -37,10 +37,10 @@ def fail(where: str, msg: str) -> None:
     raise Invalid(where, msg)
 
 
-def _finite_range(lo: float, hi: float, what: str, lo_open: bool = False):
+def _finite_range(lo: float, hi: float, what: str):
     def check(v: float) -> float:
-        if not (lo < v if lo_open else lo <= v) or not v <= hi:
-            raise ValueError(f"{what} must be {'above' if lo_open else 'at least'} {lo:g} and at most {hi:g}, got {v!r}")
+        if not lo <= v <= hi:
+            raise ValueError(f"{what} must be from {lo:g} to {hi:g}, got {v!r}")
         return v
     return AfterValidator(check)
 
@@ -53,10 +53,10 @@ TokenId = Annotated[int, Strict(), Field(ge=0, le=MAX_TOKEN_ID)]
 Tokens = list[TokenId]
 Gram = Annotated[list[TokenId], Field(min_length=1)]  # a non-empty run of tokens
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-NonNegative = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, MAX_COST, "the number")]
+Expected = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, MAX_COST, "an expected number of tokens")]
 Probability = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, 1, "a probability")]
 Seconds = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(MIN_SECONDS, MAX_SECONDS, "a time in seconds")]
-Cost = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, MAX_COST, "a step cost", lo_open=True)]
+Cost = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(MIN_COST, MAX_COST, "a step cost")]
 Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]
 
@@ -151,11 +151,11 @@ class BudgetRecord:
     """
 
     fed: Positive
-    expected: NonNegative
+    expected: Expected
     cost: Cost
     realized: Count
     window: Bool
-    options: list[tuple[Annotated[float, Strict(), _finite_range(1, MAX_COST, "fed")], NonNegative, Cost]]
+    options: list[tuple[Annotated[float, Strict(), _finite_range(1, MAX_COST, "fed")], Expected, Cost]]
     acceptance: dict[str, Probability]
     calibration: Cost
 

@@ -35,7 +35,6 @@ from .records import (ORIGINS, Bool, BudgetRecord, Count, Origin, Positive, Samp
 # Versions 1 and 2 still load: their records move to Step.record, version 1's origins are derived.
 SCHEMA_VERSION = 3
 READS_VERSIONS = (1, 2, 3)
-MAX_NESTING = 64  # JSON deeper than this is no trace (and would exhaust the recursion of the parser)
 STOP_REASONS = ("", "eos", "max_new_tokens", "stopped")
 StopReason = Literal[STOP_REASONS]  # type: ignore[valid-type]
 # the fields a trace file must name (the others have defaults)

@@ -1,6 +1,8 @@
 """The trace: JSON round trip, validation of bad input, and the run-level bookkeeping."""
 
 import json
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +62,68 @@ def test_bad_traces_get_a_clear_error(lm, mutate, msg):
 def test_not_a_trace(text):
     with pytest.raises(TraceError):
         Trace.from_json(text)
+
+
+# ---- issue 19: each method owns its record; schema 3; filled-in parameters -----------------------------
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SHIPPED = sorted(ASSETS.glob("example_*.json")) + sorted((ASSETS / "cllm").glob("*_jacobi.json"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_traces_of_older_schemas_load_into_their_methods_records(path):
+    from decoding.methods import REGISTRY
+
+    raw = json.loads(path.read_text())
+    t = Trace.load(str(path))
+    spec = REGISTRY[t.method]
+    assert raw["version"] in (1, 2) and t.version == SCHEMA_VERSION == 3
+    for s, r in zip(t.steps, raw["steps"], strict=True):
+        if spec.record is None:
+            assert s.record is None
+        else:  # the record the file kept under its method's key, now typed and in Step.record
+            assert isinstance(s.record, spec.record) and asdict(s.record) == r[spec.legacy_record]
+    d = t.to_dict()
+    assert all(set(s) >= {"record", "origins"} and spec.legacy_record not in s for s in d["steps"])
+    assert Trace.from_dict(d) == t
+
+
+def test_a_loaded_trace_keeps_its_filled_in_parameters():
+    """The file names W and G only: loading fills in N and the rest from the registry, and the
+    figures read them (the Lookahead animation used to assume W = 1 where its page assumed W = 5)."""
+    from decoding.methods import REGISTRY
+    from viz import lookahead
+
+    d = json.loads((ASSETS / "example_lookahead.json").read_text())
+    d["params"] = {"W": 5, "G": 5}
+    t = Trace.from_dict(d)
+    assert t.params == REGISTRY["lookahead"].defaults
+    d["params"] = {}
+    assert lookahead.step_grid(Trace.from_dict(d)).W == 5 == REGISTRY["lookahead"].defaults["W"]
+
+
+def test_a_record_of_another_method_is_refused(lm):
+    d = decode(lm, [1, 2, 3], "ar", {}, 4).to_dict()
+    d["steps"][1]["record"] = {"draft": [1], "matched": 0, "ngram": 1, "source": 0}
+    with pytest.raises(TraceError, match=r"^steps\[1\]\.record: a ar trace records nothing"):
+        Trace.from_dict(d)
+    d = decode(lm, [1, 2, 3], "pld", {}, 4).to_dict()
+    d["version"] = 2
+    for s in d["steps"]:
+        s["pld"] = s.pop("record")
+    d["steps"][0]["lookahead"] = {"window": []}
+    with pytest.raises(TraceError, match=r"^steps\[0\]\.lookahead: a pld trace holds no lookahead records"):
+        Trace.from_dict(d)
+
+
+def test_one_model_checks_a_parameters_bounds():
+    """Param states bounds; the method's pydantic model (MethodSpec.params_model) checks them."""
+    from decoding.methods import REGISTRY, ConfigError, Param
+
+    assert not hasattr(Param, "check")
+    model = REGISTRY["lookahead"].params_model
+    assert model.model_fields["W"].default == 5
+    assert model.model_json_schema()["properties"]["W"]["maximum"] == 64
+    with pytest.raises(ConfigError, match="^W must be between 1 and 64, got 65$"):
+        REGISTRY["lookahead"].check_params({"W": 65})
+    with pytest.raises(ConfigError, match="^budget must be one of fixed, auto, got 'x'$"):
+        REGISTRY["pld"].check_params({"budget": "x"})

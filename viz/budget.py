@@ -1,5 +1,5 @@
 """The cost-aware budget's decisions (``budget="auto"``): what each step fed, the tokens it expected
-and the tokens it got, and how the run's estimates moved (decoding.trace.BudgetRecord).
+and the tokens it got, and how the run's estimates moved (decoding.records.BudgetRecord).
 
 Plain data in, Plotly figures out; no model, no torch.
 """

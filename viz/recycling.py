@@ -1,4 +1,4 @@
-"""Token Recycling views (decoding/methods/recycling.py, decoding.trace.RecyclingRecord): the draft
+"""Token Recycling views (decoding/methods/recycling.py, decoding.methods.recycling.RecyclingRecord): the draft
 tree each step fed, its accepted branch, and the adjacency-matrix rows that produced it.
 
 The matrix before any step is replayed from the trace: the prompt's bigrams (when the run seeded
