@@ -7,7 +7,7 @@ which settings should pay off here.
 
 import streamlit as st
 
-from decoding.budget import SHIPPED_CURVES
+from decoding.perf.costs import SHIPPED_CURVES
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
 from decoding.perf.load import machine_load, why_they_part

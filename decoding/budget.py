@@ -1,22 +1,28 @@
 """Cost-aware step budgets: before each forward, choose what to feed so that the expected tokens
-committed per unit of step cost is highest (``budget="auto"`` of lookahead and prompt lookup).
+committed per unit of step cost is highest (``budget="auto"`` of prompt lookup, lookahead and Token
+Recycling).
 
-Three parts, plain Python (no torch):
+Four parts, plain Python (no torch but the mask):
 
 - ``StepCosts``: what a step that feeds k tokens costs, relative to a one-token (AR) step, on this
-  hardware. The prior is a measured step-cost curve (decoding/perf/costs.py) or a generic one for
-  the device; it is calibrated online from the step times the run observes: once one-token steps
-  and k-token steps have been timed, their measured ratio replaces the curve's, and sizes not yet
-  seen are scaled by the excess the run has shown over the curve (a curve measured in isolation
-  underestimates what a step costs inside a run).
+  hardware. The prior is a measured step-cost curve (decoding.perf.costs.step_costs_for finds one) or
+  a generic one for the device; it is calibrated online from the step times the run observes: once
+  one-token steps and k-token steps have been timed, their measured ratio replaces the curve's, and
+  sizes not yet seen are scaled by the excess the run has shown over the curve (a curve measured in
+  isolation underestimates what a step costs inside a run).
 - ``Acceptance``: the probability that a guessed token is accepted given that its parent was,
   per guess source (a pool entry's origin, a prompt-lookup match length) and depth, estimated from
   what verification has shown so far in the run, with priors for the first steps.
-- ``choose``: the guesses form a tree (shared prefixes fed once); a node's chance to be accepted is
-  its parent's times its own conditional acceptance (siblings exclude each other: the model's
-  argmax is one token). Nodes are added most likely first; the prefix with the highest
+- ``choose``: the guesses form a tree (decoding/draft.py; shared prefixes fed once); a node's chance
+  to be accepted is its parent's times its own conditional acceptance (siblings exclude each other:
+  the model's argmax is one token). Nodes are added most likely first; the prefix with the highest
   (1 + expected accepted) / cost(fed) wins. Feeding nothing but the current token is an option
   (a plain AR step).
+- ``Budget``: the above for one run of one method, written once: ``propose`` takes the method's
+  draft tree (and any head block it may feed, lookahead's window) and returns the Proposal: what to
+  feed, its mask and offsets, the fed tree and the step's BudgetRecord; ``learn`` updates the
+  acceptance from the verdict. A method keeps only how it builds its tree (``feed`` feeds a whole
+  tree the same way, for fixed budgets).
 
 The budget only changes what is guessed, never what is accepted: greedy output stays AR's, and
 sampled output keeps AR's distribution (decoding/verify.py decides).
@@ -27,10 +33,19 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
+from .draft import DraftTree, FedTree, Node, paths, to_mask, tree_attention  # noqa: F401 (Node, paths: the tree's API)
+from .records import BudgetRecord
+from .verify import Chain, Proposal, StepContext, Verdict
+
 BUDGETS = ("fixed", "auto")
+
+
+def is_auto(params: dict) -> bool:
+    """Whether a method's resolved params ask for the cost-aware budget (the one place that reads it)."""
+    return params.get("budget") == "auto"
+
 BUDGET_HELP = ("fixed: every step feeds the full settings (the papers' fixed budget); auto: each step feeds only "
                "the guesses that pay on this hardware (measured step costs, acceptance learnt in the run), "
                "the settings as upper bounds")
@@ -61,28 +76,6 @@ def interpolate(ks: list[int], rel: list[float]) -> Callable[[float], float]:
 
 def generic_prior(device_type: str) -> Callable[[float], float]:
     return interpolate(*GENERIC["cpu" if device_type == "cpu" else "accelerator"])
-
-
-SHIPPED_CURVES = sorted((Path(__file__).resolve().parents[1] / "assets").glob("cost_curve_*.json"))
-
-
-def step_costs_for(lm, threads: int | None = None) -> StepCosts:
-    """Step costs for a loaded model: the prior is the curve measured on this machine for this
-    model/device/dtype/thread count (the cache folder), else a shipped curve of the same
-    model/device/dtype, else the generic one of the device type; then calibrated online."""
-    from .perf.costs import cached_curve, shipped_curve
-
-    device, dtype, kernel = str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")
-    curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
-    source = "measured on this machine"
-    if curve is None:
-        got = shipped_curve(SHIPPED_CURVES, lm.model_id, device, dtype, kernel)
-        if got:
-            curve, source = got[0], f"shipped ({got[1].name})"
-    if curve is None:
-        kind = device.split(":")[0]
-        return StepCosts(generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve")
-    return StepCosts(interpolate(curve.ks, curve.relative()), f"{source}: {curve.regime}")
 
 
 def bucket(k: int) -> int:
@@ -199,49 +192,6 @@ class Acceptance:
         return {s: round(self.p(s, depth), 3) for s in sources}
 
 
-@dataclass
-class Node:
-    token: int
-    parent: int  # index of the parent node, -1: the current token
-    depth: int  # 1 = right after the current token
-    source: str  # where the guess came from (an Acceptance source)
-    tag: object = None  # what the first chain through this node was (the method's own note)
-
-
-class DraftTree:
-    """Guessed continuations of the current token merged into a tree (a shared prefix once)."""
-
-    def __init__(self):
-        self.nodes: list[Node] = []
-        self._child: dict[tuple[int, int], int] = {}
-
-    def add(self, tokens: list[int], source: str, tag: object = None) -> None:
-        parent = -1
-        for d, t in enumerate(tokens, 1):
-            i = self._child.get((parent, t))
-            if i is None:
-                i = len(self.nodes)
-                self.nodes.append(Node(t, parent, d, source, tag))
-                self._child[(parent, t)] = i
-            parent = i
-
-    def reach(self, acc: Acceptance) -> list[float]:
-        """P(each node is accepted): its parent's times its own share of P(some sibling is). Siblings
-        exclude each other (the argmax is one token), so P(some sibling) = 1 - prod(1 - q) of their
-        own estimates q (as if they were independent guesses), shared in proportion to q."""
-        q = [acc.p(n.source, n.depth) for n in self.nodes]
-        total: dict[int, float] = {}
-        miss: dict[int, float] = {}
-        for n, qi in zip(self.nodes, q):
-            total[n.parent] = total.get(n.parent, 0.0) + qi
-            miss[n.parent] = miss.get(n.parent, 1.0) * (1.0 - qi)
-        out: list[float] = []
-        for n, qi in zip(self.nodes, q):  # parents come before children
-            share = qi / total[n.parent] * (1.0 - miss[n.parent]) if total[n.parent] > 0 else 0.0
-            out.append(share * (out[n.parent] if n.parent >= 0 else 1.0))
-        return out
-
-
 TOLERANCE = 0.002  # relative gains in tokens per cost smaller than this are ignored
 EXPLORE_MIN = 6  # first guesses to verify before the estimates alone decide
 EXPLORE_EVERY = 8  # after this many steps without a guess, feed the most likely one to look again
@@ -295,23 +245,6 @@ def choose(tree: DraftTree, acc: Acceptance, costs: StepCosts, base_fed: int = 1
     return Choice(chosen, base_fed + best_n, exp_at[best_n], costs.cost(base_fed + best_n), options)
 
 
-def paths(tree: DraftTree, chosen: list[int]) -> list[list[int]]:
-    """Root-to-leaf paths (node indices) of the chosen subtree."""
-    sel = set(chosen)
-    has_child = {tree.nodes[i].parent for i in chosen}
-    out = []
-    for i in chosen:
-        if i in has_child:
-            continue
-        path = []
-        while i >= 0:
-            path.append(i)
-            i = tree.nodes[i].parent
-        out.append(path[::-1])
-    assert all(all(j in sel for j in p) for p in out), "a chosen node's parent was not chosen"
-    return out
-
-
 def observe_tree(tree: DraftTree, chosen: list[int], accepted: list[int], acc: Acceptance) -> None:
     """Update acceptance from one verified step: ``accepted`` = the nodes on the accepted path."""
     on_path = set(accepted)
@@ -319,3 +252,96 @@ def observe_tree(tree: DraftTree, chosen: list[int], accepted: list[int], acc: A
         n = tree.nodes[i]
         if n.parent < 0 or n.parent in on_path:  # its parent was accepted: it had its chance
             acc.observe(n.source, n.depth, i in on_path)
+
+
+# ---- feeding a draft tree, and the budget of one run written once --------------------------------
+@dataclass(frozen=True)
+class Head:
+    """A block a method may feed between the current token and the draft tree (lookahead's window),
+    weighed by the budget against not feeding it."""
+
+    tokens: list[int]  # fed after the current token when the head is fed
+    allowed: list[list[bool]]  # who sees whom among [current token] + tokens
+    offsets: list[int]  # their positions relative to the current token
+    rows: list[int]  # the head's fed rows whose logits the method reads (after row 0)
+    value: float  # expected tokens a feed of it yields later (choose's ``bonus``)
+
+
+def feed(tree: DraftTree, nodes: list[int], ctx: StepContext, origin: Callable[[str], str],
+         head: Head | None = None, head_fed: bool = False) -> Proposal:
+    """The Proposal that feeds ``nodes`` of ``tree`` (parents first) after the current token and, if
+    ``head_fed``, the head. ``origin``: a node source -> the origin of its chain's tokens.
+
+    The mask: a tree with branches, or a method with a head (fed or not), gets a 4D mask; a single path
+    without a head is a plain causal sequence (no mask). A method with a head names the logit rows it
+    reads ([0], the head's rows if fed, the tree's); one without reads all rows. (So lookahead, the
+    method with a head, keeps the mask and rows it always passed: the same attention either way, but
+    another SDPA path and logits_to_keep, so the same bits only by keeping them.)"""
+    h_tokens = list(head.tokens) if head_fed else []
+    h_allowed, h_offsets = (head.allowed, head.offsets) if head_fed else ([[True]], [0])
+    first = 1 + len(h_tokens)  # fed row of the first tree node
+    fed = [tree.nodes[i] for i in nodes]
+    pos = {node: k for k, node in enumerate(nodes)}
+    parents = [pos[n.parent] if n.parent >= 0 else -1 for n in fed]
+    leaves = paths(tree, nodes)
+    chains = [Chain([tree.nodes[i].token for i in p], [first + pos[i] for i in p], origin(tree.nodes[p[-1]].source))
+              for p in leaves]
+    tokens = h_tokens + [n.token for n in fed]
+    mask = offsets = None
+    if tokens and (head is not None or any(p != i - 1 for i, p in enumerate(parents))):
+        allowed, offs = tree_attention(h_allowed, h_offsets, parents, [n.depth for n in fed])
+        mask, offsets = to_mask(allowed, offs, ctx.past, ctx.dtype, ctx.device)
+    rows = None
+    if head is not None:
+        rows = [0] + (list(head.rows) if head_fed else []) + list(range(first, first + len(nodes)))
+    return Proposal(tokens, chains, offsets, mask, rows, FedTree(tree, list(nodes), parents, leaves, ctx.cur))
+
+
+class Budget:
+    """``budget="auto"`` for one run of a method that guesses a draft tree: the cost model (the run's
+    StepCosts, calibrated by the loop's step times), the acceptance estimates, and per step
+    ``propose`` (what of the tree, and of a head, to feed) and ``learn`` (what verification showed).
+
+    ``idle_on_calibration``: whether the plain steps that time the unit of cost (before one-token
+    steps are measured) count as steps without a guess (Acceptance.idle, which triggers exploring).
+    Prompt lookup and lookahead count them; Token Recycling's copy of the budget did not, and aligning
+    it would change its choices, so it keeps False (issue 19: behaviour unchanged)."""
+
+    def __init__(self, costs: StepCosts, acc: Acceptance, idle_on_calibration: bool = True):
+        self.costs, self.acc, self.idle_on_calibration = costs, acc, idle_on_calibration
+
+    def propose(self, tree: DraftTree, ctx: StepContext, origin: Callable[[str], str],
+                head: Head | None = None) -> Proposal:
+        """The Proposal of this step: the part of ``tree`` (and ``head``) that pays, with its record."""
+        choice, head_fed = self.choose(tree, head)
+        prop = feed(tree, choice.nodes, ctx, origin, head, head_fed)
+        prop.budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, head_fed,
+                                   choice.options, self.acc.snapshot(), round(self.costs.excess(), 3))
+        return prop
+
+    def choose(self, tree: DraftTree, head: Head | None = None) -> tuple[Choice, bool]:
+        """(the choice, whether the head is fed): a plain step until one-token steps are timed (the
+        unit of every cost), then the best prefix of the tree, with and without the head."""
+        if self.costs.needs_ar_sample():
+            if self.idle_on_calibration:
+                self.acc.chose(0)
+            return plain_step(), False
+        explore = self.acc.wants_data()
+        choice, head_fed = choose(tree, self.acc, self.costs, 1, explore=explore), False
+        if head is not None:
+            on = choose(tree, self.acc, self.costs, 1 + len(head.tokens), bonus=head.value, explore=explore)
+            if on.rate > choice.rate:
+                choice, head_fed = on, True
+        self.acc.chose(len(choice.nodes))
+        return choice, head_fed
+
+    def learn(self, proposal: Proposal, verdict: Verdict) -> list[int]:
+        """Update the acceptance from one verified step; returns the nodes on the accepted path.
+
+        The accepted path is the chosen chain's first len(tokens) - 1 nodes: the verifiers commit the
+        matched guesses and then one token of the model's own (verify.py), so that count equals
+        ``verdict.matched[verdict.chosen]``, which prompt lookup's copy read instead (the same nodes)."""
+        fed = proposal.tree
+        accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
+        observe_tree(fed.tree, fed.nodes, accepted, self.acc)
+        return accepted

@@ -31,11 +31,12 @@ from typing import Any, Iterator
 
 import torch
 
-from .budget import step_costs_for
+from .budget import is_auto
 from .methods import REGISTRY, ConfigError, resolve_params
+from .perf.costs import step_costs_for
 from .sampling import Sampler
 from .trace import Step, Trace
-from .verify import Proposal, Verdict, verify_greedy, verify_sampled
+from .verify import Proposal, StepContext, Verdict, verify_greedy, verify_sampled
 
 MAX_NEW_TOKENS_CAP = 4096
 
@@ -94,7 +95,7 @@ class Run:
         # budget="auto": what a step costs here (decoding.budget.StepCosts; default: this model's
         # measured or shipped curve), calibrated online from this run's step times
         self.costs = None
-        if self.params.get("budget") == "auto":
+        if is_auto(self.params):
             self.costs = step_costs if step_costs is not None else step_costs_for(lm)
         self.output: list[int] = []
         self.done = False
@@ -104,7 +105,11 @@ class Run:
                            dtype=str(lm.dtype), kernel=getattr(lm, "kernel", "stock"), prompt_ids=list(self.prompt_ids), prompt_text=prompt_text,
                            chat=chat, max_new_tokens=max_new_tokens, eos_token_ids=sorted(self.eos), recorded=record)
 
-    # state the methods read
+    def context(self) -> StepContext:
+        """What a method sees of the run now (a snapshot: the method cannot change the run)."""
+        return StepContext(list(self.prompt_ids), list(self.output), self.max_new_tokens, self.done,
+                           self.dtype, self.device, self.costs)
+
     @property
     def cur(self) -> int:
         return self.output[-1]
@@ -187,7 +192,7 @@ class Run:
     def _step(self, method) -> Step:
         """One step: propose, forward, verify, commit, record."""
         t0 = time.perf_counter()
-        prop = method.propose(self)  # 1
+        prop = method.propose(self.context())  # 1
         past = self.past
         logits, forward_s = self._forward(prop)  # 2
         verdict, argmax = self._verify(prop, logits)  # 3
@@ -196,7 +201,7 @@ class Run:
         extra = {}
         if self.spec.topk_param:  # the method learns from each row's top-k (Token Recycling's matrix)
             extra["topk"] = logits.topk(min(self.params[self.spec.topk_param], logits.shape[-1]), -1).indices.tolist()
-        rec = method.update(self, prop, verdict, argmax, committed, **extra)  # 5
+        rec = method.update(self.context(), prop, verdict, argmax, committed, **extra)  # 5
         step = Step(index=len(self.trace.steps), fed=1 + len(prop.tokens), tokens=committed, seconds=0.0,
                     forward_seconds=forward_s, origins=verdict.origins[:len(committed)])
         if self.record:
@@ -214,7 +219,7 @@ class Run:
         trace, t_start = self.trace, time.perf_counter()
         self._prefill()
         trace.prefill_seconds = time.perf_counter() - t_start
-        method = self.spec.cls(self, self.params)
+        method = self.spec.cls(self.context(), self.params)
         for k, v in method.trace_fields().items():
             setattr(trace, k, v)
         paused = 0.0
@@ -231,7 +236,7 @@ class Run:
             trace.seconds = time.perf_counter() - t_start - paused
             if not self.done:
                 trace.stop_reason = "stopped"
-            method.finish(self)
+            method.finish(self.context())
             self._finish_trace()
 
     def _finish_trace(self) -> None:

@@ -1,6 +1,6 @@
 """The contract between proposing and verifying, and the two verifiers every method shares.
 
-A method's ``propose`` returns a ``Proposal``: the tokens to feed after the current token, their
+A method's ``propose`` gets a ``StepContext`` (what it may read of the run) and returns a ``Proposal``: the tokens to feed after the current token, their
 positions and mask, the fed rows whose logits are needed, and its guesses as ``Chain``s (a chain is
 a guessed continuation of the current token and the fed row each of its tokens sits on). The loop
 runs the forward and hands the proposal and the logits to one verifier:
@@ -22,10 +22,14 @@ No torch here: logits arrive as whatever the sampler reads; greedy verification 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from .draft import FedTree
 from .origins import ORIGINS  # noqa: F401 (ORIGINS: where a committed token came from)
-from .records import SampleRecord
+from .records import BudgetRecord, SampleRecord
+
+if TYPE_CHECKING:
+    import torch
 
 @dataclass
 class Chain:
@@ -40,15 +44,44 @@ class Chain:
         return 0 if d == 0 else self.rows[d - 1]
 
 
+@dataclass(frozen=True)
+class StepContext:
+    """What a method sees of the run (decoding.loop.Run) at a step: a snapshot, taken before the
+    step for ``propose`` and after its commit for ``update``."""
+
+    prompt_ids: list[int]
+    output: list[int]  # committed so far (the prefill's token first)
+    max_new_tokens: int
+    done: bool  # the run has ended (EOS or max_new_tokens): this was its last step
+    dtype: torch.dtype  # the model's dtype (for masks)
+    device: torch.device | str  # the model's device
+    costs: Any = None  # budget="auto": the run's decoding.budget.StepCosts (calibrated by the loop), else None
+
+    @property
+    def cur(self) -> int:
+        """The current token: the last committed one (its KV is not cached yet)."""
+        return self.output[-1]
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output
+
+    @property
+    def past(self) -> int:
+        """Cached positions: everything but the current token."""
+        return len(self.prompt_ids) + len(self.output) - 1
+
+
 @dataclass
 class Proposal:
     tokens: list[int]  # fed after the current token (fed row i + 1 is tokens[i])
     chains: list[Chain] = field(default_factory=list)
-    offsets: Any = None  # positions relative to the current token (None: 1, 2, ...)
-    mask: Any = None  # 4D float mask, or None for a plain causal sequence
+    offsets: torch.Tensor | None = None  # positions relative to the current token (None: 1, 2, ...)
+    mask: torch.Tensor | None = None  # 4D float mask, or None for a plain causal sequence
     logit_rows: list[int] | None = None  # fed rows whose logits are needed (None: all)
-    info: dict[str, Any] = field(default_factory=dict)  # the method's own notes for its record
-    budget: Any = None  # a cost-aware choice (decoding.records.BudgetRecord, realized left 0), or None
+    tree: FedTree | None = None  # the draft tree fed, for methods that guess one (decoding/draft.py)
+    budget: BudgetRecord | None = None  # budget="auto": what the step weighed and chose (realized left 0)
+    note: Any = None  # the method's own frozen note to its update (e.g. decoding.methods.pld.Lookup), or None
 
     def logit_index(self, row: int) -> int:
         """Index into the forward's logits of fed row ``row``."""

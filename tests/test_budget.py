@@ -8,11 +8,12 @@ import random
 
 import pytest
 
-from decoding.budget import (Acceptance, DraftTree, StepCosts, choose, generic_prior, interpolate, observe_tree,
+from decoding.budget import (Acceptance, Budget, DraftTree, StepCosts, choose, generic_prior, interpolate, observe_tree,
                              paths)
 from decoding.loop import decode
 from decoding.methods.lookahead import Lookahead
 from decoding.methods import resolve_params
+from decoding.verify import StepContext
 from tiny import generate_greedy, tiny_lm
 
 # idle, 2 threads, SmolLM2-135M (DESIGN.md): c(k) / c(1)
@@ -88,18 +89,11 @@ def test_choose_feeds_everything_on_a_flat_curve_and_little_on_the_cpu():
 
 
 # ---- the lookahead controller ------------------------------------------------------------------
-class FakeRun:
-    """What a method reads of a Run (decoding/methods/base.py)."""
+def context(prompt, costs) -> StepContext:
+    """What a method sees of a run (decoding/methods/base.py): the prompt's last token as the current one."""
+    import torch
 
-    def __init__(self, prompt, costs):
-        import torch
-
-        self.prompt_ids, self.output, self.costs = list(prompt), [prompt[-1]], costs
-        self.max_new_tokens, self.dtype, self.device = 64, torch.float32, "cpu"
-
-    cur = property(lambda self: self.output[-1])
-    all_ids = property(lambda self: self.prompt_ids + self.output)
-    past = property(lambda self: len(self.prompt_ids) + len(self.output) - 1)
+    return StepContext(list(prompt), [prompt[-1]], 64, False, torch.float32, "cpu", costs)
 
 
 def _lookahead_on(costs, W=15, N=5, G=15):
@@ -107,10 +101,10 @@ def _lookahead_on(costs, W=15, N=5, G=15):
     prompt = []
     for _ in range(G):  # token 1 followed by G different 4-grams: G candidates for the current token 1
         prompt += [1] + [rng.randrange(10, 90) for _ in range(N - 1)]
-    run = FakeRun(prompt + [1], costs)
-    la = Lookahead(run, resolve_params("lookahead", {"W": W, "N": N, "G": G, "budget": "auto"}))
+    ctx = context(prompt + [1], costs)
+    la = Lookahead(ctx, resolve_params("lookahead", {"W": W, "N": N, "G": G, "budget": "auto"}))
     la.window = [list(range(W)) for _ in range(N - 1)]  # a full window
-    return la, la.propose(run)
+    return la, la.propose(ctx)
 
 
 def test_lookahead_chooses_the_papers_budget_on_a_flat_curve():
@@ -247,3 +241,56 @@ def test_explore_feeds_the_best_guess_until_acceptance_is_measured():
     assert acc.wants_data()  # eight plain steps in a row: look again
     acc.chose(1)
     assert not acc.wants_data()
+
+
+# ---- the budget written once (Budget, feed) ----------------------------------------------------
+def test_budget_calibration_steps_count_as_idle_unless_told_not_to():
+    """Prompt lookup and lookahead count the plain calibration steps as steps without a guess; Token
+    Recycling's budget does not (idle_on_calibration=False, as its own copy did)."""
+    tree = DraftTree()
+    tree.add([5, 6], "a")
+    for flag, idle in ((True, 2), (False, 0)):
+        b = Budget(StepCosts(interpolate([1, 8], [1.0, 1.5])), Acceptance({"a": 0.5}), idle_on_calibration=flag)
+        for _ in range(2):
+            choice, head_fed = b.choose(tree)
+            assert choice.nodes == [] and choice.fed == 1 and not head_fed  # plain: the unit is not timed yet
+        assert b.acc.idle == idle
+        b.costs.observe(1, 0.01)
+        b.costs.observe(1, 0.01)
+        assert b.choose(tree)[0].nodes  # timed: the estimates decide (here: feed the guess)
+        assert b.acc.idle == 0
+
+
+@pytest.mark.parametrize("trees,mask,rows", [
+    ([[5, 6, 7]], False, None),  # one path, no head: a plain causal sequence, all rows
+    ([[5, 6], [5, 9], [8]], True, None),  # branches: a tree mask
+])
+def test_feed_masks_branches_only(trees, mask, rows):
+    from decoding.budget import feed
+
+    tree = DraftTree()
+    for t in trees:
+        tree.add(t, "a")
+    ctx = context([1, 2, 3], flat())
+    prop = feed(tree, list(range(len(tree.nodes))), ctx, lambda s: "pld")
+    assert (prop.mask is not None) == mask and prop.logit_rows == rows
+    assert [c.tokens for c in prop.chains] == trees and prop.tree.root == 3
+    assert prop.tokens == [n.token for n in tree.nodes]
+    if mask:  # 9 (row 3) sees the current token, 5 (row 1) and itself, not 6 (row 2)
+        row = (prop.mask[0, 0, 3, -5:] == 0).tolist()
+        assert row == [True, True, False, True, False] and prop.offsets.tolist() == [0, 1, 2, 2, 1]
+
+
+def test_feed_with_a_head_masks_and_names_rows_fed_or_not():
+    from decoding.budget import Head, feed
+
+    tree = DraftTree()
+    tree.add([5, 6], "a")
+    head = Head([40, 41], [[True, False, False], [True, True, False], [True, True, True]], [0, 1, 2], [2], 0.3)
+    ctx = context([1, 2, 3], flat())
+    off = feed(tree, [0, 1], ctx, lambda s: "pool", head, head_fed=False)
+    assert off.tokens == [5, 6] and off.mask is not None and off.logit_rows == [0, 1, 2]
+    on = feed(tree, [0, 1], ctx, lambda s: "pool", head, head_fed=True)
+    assert on.tokens == [40, 41, 5, 6] and on.logit_rows == [0, 2, 3, 4] and on.chains[0].rows == [3, 4]
+    seen = (on.mask[0, 0, 3, -5:] == 0).tolist()  # the tree's first node sees the current token and itself
+    assert seen == [True, False, False, True, False]

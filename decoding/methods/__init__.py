@@ -29,22 +29,13 @@ SAMPLING_METHODS: tuple[str, ...] = tuple(m for m, s in REGISTRY.items() if s.sa
 SAMPLING_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "sample_seed": 0}
 
 __all__ = ["REGISTRY", "METHODS", "SAMPLING_METHODS", "SAMPLING_DEFAULTS", "ConfigError", "MethodSpec", "Param",
-           "spec", "resolve_params", "label", "colour"]
+           "spec", "resolve_params"]
 
 
 def spec(method: str) -> MethodSpec:
     if method not in REGISTRY:
         raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[method]
-
-
-def label(method: str) -> str:
-    """Display name ('Prompt lookup'); an unknown id is shown as it is."""
-    return REGISTRY[method].label if method in REGISTRY else method
-
-
-def colour(method: str, default: str = "#0072B2") -> str:
-    return REGISTRY[method].colour if method in REGISTRY else default
 
 
 def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:

@@ -9,5 +9,4 @@ class AR(Method):
     pass
 
 
-SPEC = MethodSpec(name="ar", label="AR", colour="#000000", cls=AR, samples=True,
-                  summary="one token per forward: the baseline")
+SPEC = MethodSpec(name="ar", label="AR", colour="#000000", cls=AR, samples=True)

@@ -142,7 +142,6 @@ class JacobiRecord(Record):
 
 SPEC = MethodSpec(
     name="jacobi", label="Jacobi", colour="#E69F00", cls=Jacobi, record=JacobiRecord, legacy_record="jacobi",
-    summary="iterates a block of n guesses to its fixed point",
     params=(
         Param("n", 16, "block size", 1, 256, label="n (tokens per block)", tuned=True),
         Param("seed", 0, "seed of the initial guesses", 0, 2**31 - 1),

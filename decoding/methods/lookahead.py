@@ -22,18 +22,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
-from ..records import BudgetRecord, Count, Gram, Int, Record, fail
-from ..verify import Chain, Proposal
+from ..budget import Acceptance, Budget, DraftTree, Head, is_auto
+from ..records import Count, Gram, Int, Record, fail
+from ..verify import Chain, Proposal, StepContext
 from .base import Method
 from .lookahead_mask import lookahead_allowed, lookahead_layout, mask_4d
 from .lookahead_pool import NGramPool
-from .spec import MethodSpec, Param
-from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
+from .spec import BUDGET_PARAM, MethodSpec, Param
 
 # lookahead pool entry source (LookaheadRecord.origins) -> the origin of the tokens it gives
 POOL_ORIGIN = {"window": "pool", "prompt": "prompt_pool", "output": "output_pool"}
 CHAIN_HOPS = 2  # budget="auto": a candidate may go on through the pool this many n-grams deeper
+POOL_SOURCE = {origin: source for source, origin in POOL_ORIGIN.items()}  # a chain's origin -> its pool source
 
 
 def fed_tokens(W: int, N: int, candidates: int, levels: int | None = None) -> int:
@@ -43,56 +43,46 @@ def fed_tokens(W: int, N: int, candidates: int, levels: int | None = None) -> in
 
 
 class Lookahead(Method):
-    def __init__(self, run, params):
-        super().__init__(run, params)
+    def __init__(self, ctx: StepContext, params):
+        super().__init__(ctx, params)
         self.W, self.N, self.G = params["W"], params["N"], params["G"]
         rng = random.Random(params["seed"])
-        self.window = [[rng.choice(run.prompt_ids) for _ in range(self.W)]]  # level 0 from the prompt
+        self.window = [[rng.choice(ctx.prompt_ids) for _ in range(self.W)]]  # level 0 from the prompt
         self.pool = NGramPool(self.G)
         self.pool_seed: list[list[int]] = []
         if params["seed_pool_prompt"]:
-            ids = run.prompt_ids
+            ids = ctx.prompt_ids
             for i in range(len(ids) - self.N + 1):
                 self.pool.add(ids[i:i + self.N], "prompt")
             self.pool_seed = [[k, *c] for k, v in self.pool.as_dict().items() for c in v]
 
-        self.auto = params["budget"] == "auto"
         # budget="auto": acceptance per pool source and depth; what the window has given so far
-        self.acc = Acceptance({"window": 0.15, "prompt": 0.12, "output": 0.12})
+        acc = Acceptance({"window": 0.15, "prompt": 0.12, "output": 0.12})
+        self.budget = Budget(ctx.costs, acc) if is_auto(params) else None
         self.window_feeds, self.window_tokens = 0, 0
 
     def trace_fields(self):
         return {"pool_seed": self.pool_seed}
 
-    def propose(self, run) -> Proposal:
-        return self._propose_auto(run) if self.auto else self._propose_fixed(run)
+    def propose(self, ctx: StepContext) -> Proposal:
+        return self._propose_auto(ctx) if self.budget else self._propose_fixed(ctx)
 
-    def _propose_fixed(self, run) -> Proposal:
+    def _propose_fixed(self, ctx: StepContext) -> Proposal:
         W, m, levels = self.W, self.N - 1, len(self.window)
-        cands = self.pool.candidates(run.cur)[:self.G]
-        mask, offsets = mask_4d(W, self.N, len(cands), levels, run.past, run.dtype, run.device)
+        cands = self.pool.candidates(ctx.cur)[:self.G]
+        mask, offsets = mask_4d(W, self.N, len(cands), levels, ctx.past, ctx.dtype, ctx.device)
         tokens = [t for level in self.window for t in level] + [t for c, _ in cands for t in c]
         top = 1 + (levels - 1) * W  # fed row of the top level's column 0
         cand0 = 1 + levels * W  # fed row of the first candidate's first token
         chains = [Chain(list(c), list(range(cand0 + i * m, cand0 + (i + 1) * m)), POOL_ORIGIN[o])
                   for i, (c, o) in enumerate(cands)]
         rows = [0] + list(range(top, top + W)) + list(range(cand0, cand0 + len(cands) * m))
-        return Proposal(tokens, chains, offsets, mask, rows, info={"sources": [o for _, o in cands]})
+        return Proposal(tokens, chains, offsets, mask, rows)
 
     # ---- budget="auto": the window and the candidates only where they pay on this hardware ----
     def window_value(self) -> float:
         """Expected tokens a window feed yields later (accepted tokens of window n-grams per feed)."""
         return (self.window_tokens + 4 * 0.25) / (self.window_feeds + 4)
-
-    def _choice(self, run, tree: DraftTree) -> tuple[Choice, bool]:
-        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            return plain_step(), False
-        explore = self.acc.wants_data()
-        off = choose(tree, self.acc, run.costs, 1, explore=explore)
-        on = choose(tree, self.acc, run.costs, 1 + len(self.window) * self.W, bonus=self.window_value(), explore=explore)
-        for o in on.options:
-            o.append(1)
-        return (on, True) if on.rate > off.rate else (off, False)
 
     def _chained(self, cont: tuple, hops: int) -> list[int]:
         """A candidate extended through the pool: after its last token, that token's newest pool
@@ -105,46 +95,30 @@ class Lookahead(Method):
             out += list(nxt[-1][0])
         return out
 
-    def _propose_auto(self, run) -> Proposal:
+    def _window_head(self) -> Head:
+        """The window as the budget's head block: fed before the candidates, weighed against not."""
+        W, levels = self.W, len(self.window)
+        layout = lookahead_layout(W, self.N, 0, levels)  # the current token + the window
+        first = len(layout)
+        return Head([t for level in self.window for t in level], lookahead_allowed(layout),
+                    [r["offset"] for r in layout], [first - W + j for j in range(W)], self.window_value())
+
+    def _propose_auto(self, ctx: StepContext) -> Proposal:
         tree = DraftTree()
-        for c, o in self.pool.candidates(run.cur)[:self.G]:
+        for c, o in self.pool.candidates(ctx.cur)[:self.G]:
             tree.add(self._chained(c, CHAIN_HOPS), o)
-        choice, window = self._choice(run, tree)
-        self.acc.chose(len(choice.nodes))
-        levels, W = len(self.window), self.W
-        head = lookahead_layout(W, self.N, 0, levels if window else 0)  # the current token (+ the window)
-        first = len(head)
-        tokens, parents, depths, chains = fed_tree(tree, choice.nodes, first, POOL_ORIGIN.get)
-        if window:
-            tokens = [t for level in self.window for t in level] + tokens
-        mask = offsets = None
-        if tokens:
-            allowed, offs = tree_attention(lookahead_allowed(head), [r["offset"] for r in head], parents, depths)
-            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
-        top = [first - W + j for j in range(W)] if window else []
-        rows = [0] + top + list(range(first, first + len(choice.nodes)))
-        budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, window,
-                              [o[:3] for o in choice.options], self.acc.snapshot(), round(run.costs.excess(), 3))
-        leaves = paths(tree, choice.nodes)  # in the order of the chains
-        info = {"sources": [tree.nodes[p[-1]].source for p in leaves], "window": window,
-                "tree": tree, "chosen": choice.nodes, "paths": leaves}
-        return Proposal(tokens, chains, offsets, mask, rows, info, budget)
+        return self.budget.propose(tree, ctx, POOL_ORIGIN.get, self._window_head())
 
     def _learn(self, proposal, verdict) -> None:
-        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
-        accepted = []
-        if verdict.chosen >= 0:
-            a = len(verdict.tokens) - 1
-            accepted = proposal.info["paths"][verdict.chosen][:a]
-        observe_tree(tree, chosen, accepted, self.acc)
-        self.window_tokens += sum(1 for i in accepted if tree.nodes[i].source == "window")
-        self.window_feeds += proposal.info["window"]
+        accepted = self.budget.learn(proposal, verdict)
+        self.window_tokens += sum(1 for i in accepted if proposal.tree.tree.nodes[i].source == "window")
+        self.window_feeds += proposal.budget.window
 
-    def update(self, run, proposal, verdict, argmax, committed):
-        if self.auto:
+    def update(self, ctx, proposal, verdict, argmax, committed):
+        if self.budget:
             self._learn(proposal, verdict)
-            if not proposal.info["window"]:  # the window was not fed: it stays as it is
-                return self._record(run, proposal, verdict, [], [], self._harvest_output(run, committed))
+            if not proposal.budget.window:  # the window was not fed: it stays as it is
+                return self._record(proposal, verdict, [], [], self._harvest_output(ctx, committed))
         top_out = argmax[1:1 + self.W]  # logits rows: [current, the top level (W), candidates]
         window, ops, harvested = self.window, [], []
         if len(window) < self.N - 1:  # filling: the top level's argmax becomes a new level
@@ -155,22 +129,22 @@ class Lookahead(Method):
                 harvested.append(gram)
                 ops += self.pool.add(gram, "window")
             self.window = window[1:] + [list(top_out)]
-        return self._record(run, proposal, verdict, window, harvested, ops + self._harvest_output(run, committed))
+        return self._record(proposal, verdict, window, harvested, ops + self._harvest_output(ctx, committed))
 
-    def _harvest_output(self, run, committed: list[int]) -> list[list]:
+    def _harvest_output(self, ctx: StepContext, committed: list[int]) -> list[list]:
         ops: list[list] = []
         if self.p["harvest_output"]:
-            seq, N = run.all_ids, self.N
+            seq, N = ctx.all_ids, self.N
             for end in range(len(seq) - len(committed), len(seq)):
                 if end - N + 1 >= 0:
                     ops += self.pool.add(seq[end - N + 1:end + 1], "output")
         return ops
 
-    def _record(self, run, proposal, verdict, window, harvested, ops) -> LookaheadRecord:
+    def _record(self, proposal, verdict, window, harvested, ops) -> LookaheadRecord:
         return LookaheadRecord(
             window=[list(l) for l in window], harvested=harvested,
             candidates=[list(c.tokens) for c in proposal.chains], matched=list(verdict.matched),
-            origins=list(proposal.info["sources"]), chosen=verdict.chosen, pool_ops=ops)
+            origins=[POOL_SOURCE[c.origin] for c in proposal.chains], chosen=verdict.chosen, pool_ops=ops)
 
 
 # ---- its record (Step.record) and the trace's pool seed ---------------------------------------------
@@ -248,7 +222,6 @@ class LookaheadRecord(Record):
 SPEC = MethodSpec(
     name="lookahead", label="Lookahead", colour="#009E73", cls=Lookahead, samples=True, record=LookaheadRecord,
     legacy_record="lookahead",
-    summary="a 2D Jacobi window fills an n-gram pool whose entries are verified in the same forward",
     params=(
         Param("W", 5, "window width (columns)", 1, 64, label="W (window columns)", tuned=True),
         Param("N", 4, "n-gram size", 2, 16, label="N (n-gram size)", tuned=True),

@@ -16,12 +16,11 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, DraftTree, choose, observe_tree, paths, plain_step
-from ..records import BudgetRecord, Count, Int, Record, Tokens, fail
-from ..verify import Chain, Proposal
+from ..budget import Acceptance, Budget, DraftTree, is_auto
+from ..records import Count, Int, Record, Tokens, fail
+from ..verify import Chain, Proposal, StepContext
 from .base import Method
-from .spec import MethodSpec, Param
-from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
+from .spec import BUDGET_PARAM, MethodSpec, Param
 
 OCCURRENCES = 4  # budget="auto": continuations of up to this many earlier occurrences
 
@@ -50,51 +49,43 @@ def find_draft(seq: list[int], k: int, max_ngram: int) -> tuple[list[int], int, 
     return found[0] if found else ([], 0, -1)
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """A fixed-budget step's lookup (its record's fields): the n-gram size that matched (0: none) and
+    the index its draft starts at (-1)."""
+
+    ngram: int
+    source: int
+
+
 class PromptLookup(Method):
-    def __init__(self, run, params):
-        super().__init__(run, params)
-        self.auto = params["budget"] == "auto"
-        self.acc = Acceptance({"ngram1": 0.15, "ngram2": 0.3, "ngram3": 0.45}, deep=0.6)
+    def __init__(self, ctx: StepContext, params):
+        super().__init__(ctx, params)
+        acc = Acceptance({"ngram1": 0.15, "ngram2": 0.3, "ngram3": 0.45}, deep=0.6)
+        self.budget = Budget(ctx.costs, acc) if is_auto(params) else None
 
-    def propose(self, run) -> Proposal:
-        room = run.max_new_tokens - len(run.output)  # accepted draft tokens + the model's token
+    def propose(self, ctx: StepContext) -> Proposal:
+        room = ctx.max_new_tokens - len(ctx.output)  # accepted draft tokens + the model's token
         k = min(self.p["k"], room - 1)
-        if self.auto:
-            return self._propose_auto(run, k)
-        draft, ngram, source = find_draft(run.all_ids, k, self.p["max_ngram"])
+        if self.budget:  # the continuations of the last few occurrences, as a tree; the budget cuts it
+            tree = DraftTree()
+            for draft, ng, src in find_drafts(ctx.all_ids, k, self.p["max_ngram"], OCCURRENCES):
+                tree.add(draft, f"ngram{min(ng, 3)}", (ng, src))
+            return self.budget.propose(tree, ctx, lambda s: "pld")
+        draft, ngram, source = find_draft(ctx.all_ids, k, self.p["max_ngram"])
         chains = [Chain(draft, list(range(1, len(draft) + 1)), "pld")] if draft else []
-        return Proposal(list(draft), chains, info={"ngram": ngram, "source": source})
+        return Proposal(list(draft), chains, note=Lookup(ngram, source))
 
-    def _propose_auto(self, run, k: int) -> Proposal:
-        tree = DraftTree()
-        for draft, ng, src in find_drafts(run.all_ids, k, self.p["max_ngram"], OCCURRENCES):
-            tree.add(draft, f"ngram{min(ng, 3)}", (ng, src))
-        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            choice = plain_step()
-        else:
-            choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
-        self.acc.chose(len(choice.nodes))
-        tokens, parents, depths, chains = fed_tree(tree, choice.nodes, 1, lambda s: "pld")
-        mask = offsets = None
-        if any(p != i - 1 for i, p in enumerate(parents)):  # branches: a tree mask (one path is causal)
-            allowed, offs = tree_attention([[True]], [0], parents, depths)
-            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
-        budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, False,
-                              choice.options, self.acc.snapshot(), round(run.costs.excess(), 3))
-        return Proposal(tokens, chains, offsets, mask, None, {"tree": tree, "chosen": choice.nodes}, budget)
-
-    def update(self, run, proposal, verdict, argmax, committed):
-        if not self.auto:
-            draft = proposal.tokens
-            return PldRecord(list(draft), verdict.matched[0] if draft else 0, proposal.info["ngram"], proposal.info["source"])
-        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
-        leaves = paths(tree, chosen)
+    def update(self, ctx, proposal, verdict, argmax, committed):
+        if not self.budget:
+            draft, note = proposal.tokens, proposal.note
+            return PldRecord(list(draft), verdict.matched[0] if draft else 0, note.ngram, note.source)
+        self.budget.learn(proposal, verdict)
+        leaves = proposal.tree.paths
         best = verdict.chosen if verdict.chosen >= 0 else (0 if leaves else -1)
-        accepted = leaves[best][:verdict.matched[best]] if best >= 0 else []
-        observe_tree(tree, chosen, accepted, self.acc)
         if best < 0:
             return PldRecord([], 0, 0, -1)
-        ng, src = tree.nodes[leaves[best][-1]].tag  # the first occurrence through the whole path
+        ng, src = proposal.tree.tree.nodes[leaves[best][-1]].tag  # the first occurrence through the whole path
         return PldRecord(proposal.chains[best].tokens, verdict.matched[best], ng, src)
 
 
@@ -131,7 +122,6 @@ class PldRecord(Record):
 SPEC = MethodSpec(
     name="pld", label="Prompt lookup", colour="#D55E00", cls=PromptLookup, samples=True, record=PldRecord,
     legacy_record="pld",
-    summary="copies the continuation of the trailing n-gram's last earlier occurrence",
     params=(
         Param("k", 10, "max draft tokens", 1, 64, label="k (max draft tokens)", tuned=True),
         Param("max_ngram", 3, "longest trailing n-gram to look up", 1, 16, label="max n-gram", tuned=True),

@@ -31,12 +31,16 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, Choice, DraftTree, choose, observe_tree, paths, plain_step
-from ..records import BudgetRecord, Count, Gram, Int, Record, Tokens, fail
-from ..verify import Proposal
+from ..budget import Acceptance, Budget, DraftTree, feed, is_auto
+from ..records import Count, Gram, Int, Record, Tokens, fail
+from ..verify import Proposal, StepContext
 from .base import Method
-from .spec import MethodSpec, Param
-from .tree import BUDGET_PARAM, fed_tree, to_mask, tree_attention
+from .spec import BUDGET_PARAM, MethodSpec, Param
+
+
+def recycled(source: str) -> str:
+    """Every guessed token of a recycled tree has the origin "recycled" (whichever column it came from)."""
+    return "recycled"
 
 
 def static_shape(depth: int, branch: int, width: int, k: int) -> list[list[int]]:
@@ -83,50 +87,33 @@ def prompt_rows(prompt: list[int], k: int) -> dict[int, list[int]]:
 
 
 class TokenRecycling(Method):
-    def __init__(self, run, params):
-        super().__init__(run, params)
+    def __init__(self, ctx: StepContext, params):
+        super().__init__(ctx, params)
         self.k = params["successors"]
-        self.matrix: dict[int, list[int]] = prompt_rows(run.prompt_ids, self.k) if params["seed_prompt"] else {}
-        self.auto = params["budget"] == "auto"
-        self.acc = Acceptance({f"top{c + 1}": 0.5 / (c + 1) for c in range(self.k)}, deep=0.5)
+        self.matrix: dict[int, list[int]] = prompt_rows(ctx.prompt_ids, self.k) if params["seed_prompt"] else {}
+        acc = Acceptance({f"top{c + 1}": 0.5 / (c + 1) for c in range(self.k)}, deep=0.5)
+        # its calibration steps do not count as idle ones (as its own copy of the budget did; see Budget)
+        self.budget = Budget(ctx.costs, acc, idle_on_calibration=False) if is_auto(params) else None
 
-    def propose(self, run) -> Proposal:
-        room = run.max_new_tokens - len(run.output)  # accepted draft tokens + the model's token
+    def propose(self, ctx: StepContext) -> Proposal:
+        room = ctx.max_new_tokens - len(ctx.output)  # accepted draft tokens + the model's token
         depth = min(self.p["depth"], room - 1)
-        tree = walk(self.matrix, run.cur, depth, self.p["branch"], self.p["width"]) if depth > 0 else DraftTree()
-        chosen, budget = list(range(len(tree.nodes))), None
-        if self.auto:
-            choice = self._choice(run, tree)
-            chosen = choice.nodes
-            budget = BudgetRecord(choice.fed, round(choice.expected, 3), round(choice.cost, 3), 0, False,
-                                  choice.options, self.acc.snapshot(), round(run.costs.excess(), 3))
-        tokens, parents, depths, chains = fed_tree(tree, chosen, 1, lambda s: "recycled")
-        mask = offsets = None
-        if any(p != i - 1 for i, p in enumerate(parents)):  # branches: a tree mask (one path is causal)
-            allowed, offs = tree_attention([[True]], [0], parents, depths)
-            mask, offsets = to_mask(allowed, offs, run.past, run.dtype, run.device)
-        info = {"tree": tree, "chosen": chosen, "parents": parents, "cur": run.cur}
-        return Proposal(tokens, chains, offsets, mask, None, info, budget)
+        tree = walk(self.matrix, ctx.cur, depth, self.p["branch"], self.p["width"]) if depth > 0 else DraftTree()
+        if self.budget:
+            return self.budget.propose(tree, ctx, recycled)
+        return feed(tree, list(range(len(tree.nodes))), ctx, recycled)
 
-    def _choice(self, run, tree: DraftTree) -> Choice:
-        if run.costs.needs_ar_sample():  # time plain steps first: the unit of every cost
-            return plain_step()
-        choice = choose(tree, self.acc, run.costs, 1, explore=self.acc.wants_data())
-        self.acc.chose(len(choice.nodes))
-        return choice
-
-    def update(self, run, proposal, verdict, argmax, committed, topk=None):
-        tree, chosen = proposal.info["tree"], proposal.info["chosen"]
-        leaves = paths(tree, chosen)
-        a = len(verdict.tokens) - 1  # accepted guesses
-        accepted = leaves[verdict.chosen][:a] if verdict.chosen >= 0 else []
-        if self.auto:
-            observe_tree(tree, chosen, accepted, self.acc)
-        pos = {node: i for i, node in enumerate(chosen)}
+    def update(self, ctx, proposal, verdict, argmax, committed, topk=None):
+        fed = proposal.tree
+        if self.budget:
+            accepted = self.budget.learn(proposal, verdict)
+        else:
+            accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
+        pos = {node: i for i, node in enumerate(fed.nodes)}
         path = [pos[n] for n in accepted]
-        written, n = self._write([proposal.info["cur"]] + list(proposal.tokens), path, topk)
-        return RecyclingRecord(list(proposal.tokens), list(proposal.info["parents"]),
-                               [tree.nodes[i].tag for i in chosen], path, written, n)
+        written, n = self._write([fed.root] + list(proposal.tokens), path, topk)
+        return RecyclingRecord(list(proposal.tokens), list(fed.parents), [fed.tree.nodes[i].tag for i in fed.nodes],
+                               path, written, n)
 
     def _write(self, fed: list[int], path: list[int], topk: list[list[int]]) -> tuple[list[list[int]], int]:
         """Overwrite the row of every fed token (``fed[r]`` on logits row r) with the top-k of its
@@ -200,8 +187,6 @@ class RecyclingRecord(Record):
 SPEC = MethodSpec(
     name="tr", label="Token Recycling", colour="#CC79A7", cls=TokenRecycling, samples=True, record=RecyclingRecord,
     legacy_record="recycling",
-    summary="a draft tree walked over the top-k successors the model predicted after each token in earlier forwards",
-    origins={"recycled": "a successor from the adjacency matrix"},
     params=(
         Param("successors", 8, "top-k successors kept per token (the matrix's columns, the paper's k)", 1, 32,
               label="k (successors per token)"),

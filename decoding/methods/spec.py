@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError, create_model
 
+from ..budget import BUDGET_HELP, BUDGETS
+
 
 class ConfigError(ValueError):
     """A bad method, parameter or prompt, found before any work starts."""
@@ -83,8 +85,6 @@ class MethodSpec:
     # its per-step record type (Step.record; a decoding.records.Record dataclass in its file), None for none
     record: type | None = None
     legacy_record: str = ""  # the step key its record had in trace versions 1 and 2
-    summary: str = ""  # one line: what it guesses
-    origins: dict[str, str] = field(default_factory=dict)  # origin id -> sentence, for its guessed tokens
     grid: tuple[dict[str, Any], ...] = ()  # the settings `python -m decoding tune` tries
     # the parameter whose value k asks the loop for each step's top-k token ids per logits row,
     # handed to update() as ``topk=`` ("" for none: update gets the argmax only)
@@ -123,3 +123,8 @@ class MethodSpec:
     def record_adapter(self) -> TypeAdapter:
         """Validates a step's record (its JSON form) into ``record``."""
         return TypeAdapter(self.record)
+
+
+# the step budget of every method that can feed a draft tree: fixed (its settings) or auto (what pays
+# here; decoding/budget.py)
+BUDGET_PARAM = Param("budget", "fixed", BUDGET_HELP, label="Step budget", choices=BUDGETS)

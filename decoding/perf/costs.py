@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..budget import StepCosts, generic_prior, interpolate
+
 CURVE_VERSION = 1
 DEFAULT_KS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # dense where budgets live
 DEFAULT_CONTEXT = 256
@@ -169,3 +171,25 @@ def shipped_curve(paths, model_id: str, device: str, dtype: str, kernel: str = "
 
 def glob_escape(s: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", s)
+
+
+# ---- the budget's prior: the curve for a loaded model ------------------------------------------
+SHIPPED_CURVES = sorted((Path(__file__).resolve().parents[2] / "assets").glob("cost_curve_*.json"))
+
+
+def step_costs_for(lm, threads: int | None = None) -> StepCosts:
+    """The cost-aware budget's step costs (decoding.budget.StepCosts) for a loaded model: the prior is
+    the curve measured on this machine for this model/device/dtype/thread count (the cache folder),
+    else a shipped curve of the same model/device/dtype, else the generic one of the device type;
+    then calibrated online by the run."""
+    device, dtype, kernel = str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")
+    curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
+    source = "measured on this machine"
+    if curve is None:
+        got = shipped_curve(SHIPPED_CURVES, lm.model_id, device, dtype, kernel)
+        if got:
+            curve, source = got[0], f"shipped ({got[1].name})"
+    if curve is None:
+        kind = device.split(":")[0]
+        return StepCosts(generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve")
+    return StepCosts(interpolate(curve.ks, curve.relative()), f"{source}: {curve.regime}")
