@@ -1,21 +1,22 @@
-"""Command line: `python -m decoding generate ...`, `python -m decoding bench ...` and `python -m decoding tune ...`."""
+"""Command line: `python -m decoding generate | bench | merge | tune` (installed: `pdl-decode`).
+
+Argparse only: the commands parse their options and call the libraries (decoding/bench.py for bench
+and merge, decoding/perf/tune.py for tune, decoding/loop.py for generate).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import sys
-import time
-from collections import defaultdict
 from typing import Any
 
+from . import bench, shard
+from .bench import format_table
 from .io import Parser as _Parser
-from .io import UsageError, interleave, read_prompts, read_rows
+from .io import UsageError, interleave, read_prompts
 from .loop import MAX_NEW_TOKENS_CAP, Run, warm_up
-from .methods import REGISTRY, SAMPLING_METHODS, ConfigError, resolve_params
-from . import shard
+from .methods import REGISTRY, SAMPLING_METHODS, ConfigError
 from .perf import tune
 
 
@@ -153,17 +154,7 @@ def _progress(frac: float, msg: str) -> None:
 
 def method_params(method: str, a: argparse.Namespace) -> dict[str, Any]:
     """The params a parsed command line sets for ``method`` (flags of other methods are ignored), resolved."""
-    names = {prm.name for prm in REGISTRY[method].params} if method in REGISTRY else set()
-    out = {k: getattr(a, k) for k in names if getattr(a, k, None) is not None}
-    out.update(sampling_args(a))
-    return resolve_params(method, out)
-
-
-def sampling_args(a: argparse.Namespace) -> dict[str, Any]:
-    """The sampling options as params (empty when greedy, or for a parser without them)."""
-    if not getattr(a, "temperature", 0):
-        return {}
-    return {"temperature": a.temperature, "top_k": a.top_k, "top_p": a.top_p, "sample_seed": a.sample_seed}
+    return bench.method_params(method, vars(a))
 
 
 def _check_max_new(a) -> None:
@@ -198,52 +189,24 @@ def cmd_generate(a) -> int:
     return 0
 
 
-def _generate_baseline(lm, ids: list[int], max_new: int, sampling: dict[str, Any] | None = None) -> tuple[list[int], float]:
-    import torch
-
-    x = torch.tensor([ids], device=lm.model.device)
-    eos = lm.eos_token_ids or None
-    if sampling:  # generate(do_sample) with the same warpers; seeded through torch's global generator
-        torch.manual_seed(sampling["sample_seed"])
-        kw = dict(do_sample=True, temperature=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"])
-    else:
-        kw = dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-    with torch.inference_mode():
-        t0 = time.perf_counter()
-        out = lm.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
-                                eos_token_id=eos, pad_token_id=(eos or [0])[0], **kw)
-        if x.device.type == "cuda":
-            torch.cuda.synchronize()
-        secs = time.perf_counter() - t0
-    new = out[0, len(ids):].tolist()
-    return new, secs
-
-
 def cmd_bench(a) -> int:
     from tqdm import tqdm
 
     _check_max_new(a)
-    methods = _bench_methods(a.methods)
-    params = {m: _variant_params(m, a) for m in methods}
+    methods = bench.parse_methods(a.methods)
+    params = {m: bench.variant_params(m, vars(a)) for m in methods}
     rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
     rank, world = shard.rank_world()  # under torchrun / accelerate launch: this rank's prompts, its own file
     rows_in, a.out = shard.take(rows_in, rank, world), shard.rank_path(a.out, rank, world)
-    results = _resumed_rows(a)
-    done = {(r["id"], r["method"], r["record"]) for r in results}
+    results = bench.resumed_rows(a.out, a.resume)
     lm = _load_model(a)
     warm_up(lm, a.chat)
-    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
-    bar = tqdm(total=len(rows_in) * len(variants), desc="bench", unit="run", file=sys.stderr)
+    todo = bench.variants(methods, a.overhead)
+    bar = tqdm(total=len(rows_in) * len(todo), desc="bench", unit="run", file=sys.stderr)
     out = open(a.out, "a" if a.resume else "w", encoding="utf-8") if a.out else None
     try:
-        for r in rows_in:
-            todo = [(m, record) for m, record in variants if (r["id"], m, record) not in done]
-            bar.update(len(variants) - len(todo))
-            fresh = _bench_prompt(lm, r, todo, params, a, results, bar.update)
-            results += fresh
-            if out:  # written per prompt, once AR's tokens are known
-                out.writelines(json.dumps(row) + "\n" for row in fresh)
-                out.flush()
+        bench.run_bench(lm, rows_in, todo, params, a.max_new_tokens, a.chat, bench.sampling_params(vars(a)),
+                        results, out, bar.update)
     finally:
         bar.close()
         if out:
@@ -253,149 +216,13 @@ def cmd_bench(a) -> int:
 
 
 def cmd_merge(a) -> int:
-    methods = _bench_methods(a.methods)
-    variants = [(m, True) for m in methods] + ([(m, False) for m in methods if m != "generate"] if a.overhead else [])
+    variants = bench.variants(bench.parse_methods(a.methods), a.overhead)
     ids = [r["id"] for r in read_prompts(a.prompts, a.per_category, a.categories)]
     files = shard.rank_files(a.out)
     rows = shard.merge(files, {(i, m, rec) for i in ids for m, rec in variants}, a.out)
     print(f"merged {len(files)} rank files: {len(rows)} runs of {len(ids)} prompts -> {a.out}", file=sys.stderr)
     print(format_table(rows))
     return 0
-
-
-def _bench_methods(arg: str) -> list[str]:
-    """The --methods entries: a method, 'generate', or a variant 'method:auto' / 'method:fixed'
-    (its step budget) or 'method:key=value:...' (any of its parameters), e.g. lookahead:auto:G=15."""
-    methods = [m for m in arg.split(",") if m]
-    for m in methods:
-        base = m.split(":")[0]
-        if base not in (*REGISTRY, "generate") or (base == "generate" and m != base):
-            raise UsageError(f"unknown method {m!r} in --methods (choose from {', '.join(REGISTRY)}, generate; "
-                             "a variant as method:auto or method:key=value)")
-    if len(set(methods)) != len(methods):
-        raise UsageError("--methods lists a method twice")
-    return methods
-
-
-def _variant_params(label: str, a) -> dict[str, Any]:
-    """The resolved params of a --methods entry: the command line's, then the variant's own."""
-    base, *extra = label.split(":")
-    if base == "generate":
-        return {}
-    over: dict[str, Any] = {}
-    for e in extra:
-        k, eq, v = e.partition("=")
-        if not eq and e in ("auto", "fixed"):
-            k, v = "budget", e
-        elif not eq:
-            raise UsageError(f"--methods: {e!r} in {label!r} is not key=value, auto or fixed")
-        over[k] = int(v) if v.lstrip("-").isdigit() else {"true": True, "false": False}.get(v, v)
-    return resolve_params(base, {**method_params(base, a), **over})
-
-
-def _resumed_rows(a) -> list[dict]:
-    """The rows --resume continues from (none without --resume)."""
-    if not a.resume:
-        return []
-    if not a.out:
-        raise UsageError("--resume needs --out (the file to continue)")
-    return read_rows(a.out) if os.path.isfile(a.out) else []
-
-
-def _bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, a, results: list[dict], tick) -> list[dict]:
-    """Run each (method, record) of ``todo`` on prompt ``r``: the new rows, each marked whether it
-    matches AR's tokens (AR's row of this prompt may come from ``results``, read back by --resume)."""
-    ids = lm.encode(r["prompt"], chat=a.chat)
-    sampling = sampling_args(a)
-    ref = next((x["output_ids"] for x in results if x["id"] == r["id"] and x["method"] == "ar" and x["record"]), None)
-    fresh = []
-    for m, record in todo:
-        row = _bench_run(lm, ids, m.split(":")[0], params[m], a.max_new_tokens, record, sampling)
-        if m == "ar" and record:
-            ref = row["output_ids"]
-        fresh.append({"id": r["id"], "category": r["category"], "method": m, "params": params[m], "record": record,
-                      "sampled": bool(sampling), "prompt_tokens": len(ids), **row})
-        tick(1)
-    for row in fresh:
-        # sampled runs draw different (equally distributed) text: token equality says nothing
-        row["matches_ar"] = None if ref is None or sampling else row["output_ids"] == ref
-        row["dtype"], row["kernel"] = str(lm.dtype), getattr(lm, "kernel", "stock")
-        if row["matches_ar"] is not None:  # how many tokens match, where the first divergence is, AR's logit gap there
-            from .exactness import compare_to_ar
-
-            row.update(compare_to_ar(lm, ids, row["output_ids"], ref, str(lm.dtype)))
-    return fresh
-
-
-def _bench_run(lm, ids: list[int], m: str, params: dict, max_new: int, record: bool, sampling: dict) -> dict:
-    """One bench run of method ``m`` (or transformers' "generate"): its tokens, counts and times."""
-    if m == "generate":
-        new, secs = _generate_baseline(lm, ids, max_new, sampling)
-        steps = max(len(new) - 1, 0)
-        row = {"steps": steps, "tokens_per_step": (len(new) - 1) / steps if steps else 0.0,
-               "prefill_seconds": None, "forward_seconds": None, "fed": None}
-    else:
-        tr = Run(lm, ids, m, params, max_new, record=record).decode()
-        new, secs = tr.output_ids, tr.seconds
-        row = {"steps": tr.n_steps, "tokens_per_step": tr.tokens_per_step, "prefill_seconds": tr.prefill_seconds,
-               "forward_seconds": tr.forward_seconds, "fed": [s.fed for s in tr.steps]}
-        if tr.steps and all(s.budget for s in tr.steps):  # budget=auto: its own calibrated step costs
-            row["step_costs"] = [s.budget.cost for s in tr.steps]
-    return {"output_ids": new, **row, "seconds": secs, "tokens_per_s": len(new) / secs if secs > 0 else 0.0}
-
-
-def summarize(results: list[dict]) -> list[dict]:
-    """Per (method, category) and per method overall: tokens/step, tokens/s, speedups, overhead."""
-    by: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in results:
-        key_m = r["method"] if r["record"] else r["method"] + "/norec"
-        by[(key_m, r["category"])].append(r)
-        by[(key_m, "ALL")].append(r)
-    ar = {(r["id"]): r for r in results if r["method"] == "ar" and r["record"]}
-    gen = {(r["id"]): r for r in results if r["method"] == "generate"}
-    norec = {(r["id"], r["method"]): r for r in results if not r["record"]}
-    table = []
-    for (m, cat), rs in sorted(by.items(), key=lambda kv: (kv[0][1] == "ALL", kv[0][1], kv[0][0])):
-        steps = sum(r["steps"] for r in rs)
-        step_toks = sum(max(len(r["output_ids"]) - 1, 0) for r in rs)
-        toks, secs = sum(len(r["output_ids"]) for r in rs), sum(r["seconds"] for r in rs)
-        row = {"method": m, "category": cat, "prompts": len(rs), "tokens_per_step": step_toks / steps if steps else 0.0,
-               "tokens_per_s": toks / secs if secs else 0.0}
-        for name, base in (("vs_ar", ar), ("vs_generate", gen)):
-            ratios = [r["tokens_per_s"] / base[r["id"]]["tokens_per_s"] for r in rs if r["id"] in base and base[r["id"]]["tokens_per_s"]]
-            row[name] = statistics.median(ratios) if ratios else None
-        over = [r["seconds"] / norec[(r["id"], r["method"])]["seconds"] - 1 for r in rs if r["record"] and (r["id"], r["method"]) in norec]
-        row["record_overhead"] = statistics.median(over) if over else None
-        # exact: the same tokens as our AR loop on the same prompt (rows read back from a file included)
-        # (None where no run of the group has an AR twin: never "exact" without a comparison)
-        compared = [r for r in rs if r["id"] in ar]
-        row["exact"] = None if any(r.get("sampled") for r in rs) or not compared else all(
-            r["output_ids"] == ar[r["id"]]["output_ids"] for r in compared)
-        row["runs_matching_ar"] = None if row["exact"] is None else sum(r["output_ids"] == ar[r["id"]]["output_ids"] for r in compared)
-        row["runs_compared"] = None if row["exact"] is None else len(compared)
-        table.append(row)
-    return table
-
-
-def exact_label(r: dict, none: str = "-") -> str:
-    """A summary row's 'exact' cell: yes, NO (k of n runs), or ``none`` where nothing was compared."""
-    if r.get("exact") is None:
-        return none
-    return "yes" if r["exact"] else f"NO ({r['runs_matching_ar']} of {r['runs_compared']} runs)"
-
-
-def format_table(results: list[dict]) -> str:
-    table = summarize(results)
-    head = f"{'method':<15}{'category':<16}{'n':>4}{'tok/step':>10}{'tok/s':>9}{'vs ar':>8}{'vs gen':>8}{'rec.ovh':>9}  exact"
-    lines = [head, "-" * len(head)]
-    f = lambda v, fmt: "-" if v is None else format(v, fmt)
-    for r in table:
-        lines.append(f"{r['method']:<15}{r['category']:<16}{r['prompts']:>4}{r['tokens_per_step']:>10.3f}{r['tokens_per_s']:>9.2f}"
-                     f"{f(r['vs_ar'], '.3f'):>8}{f(r['vs_generate'], '.3f'):>8}{f(r['record_overhead'], '+.1%'):>9}  {exact_label(r)}")
-    lines.append("(vs ar / vs gen: median per-prompt ratio of tokens/s; rec.ovh: median extra time with recording on)")
-    if any(r.get("sampled") for r in results):
-        lines.append("(sampled runs: 'exact' does not apply; each method draws its own text, with AR sampling's distribution)")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from decoding.cli import summarize  # noqa: E402
+from decoding.bench import summarize
 
 KEYS = ("method", "category", "prompts", "tokens_per_step", "tokens_per_s", "vs_ar", "exact")
 

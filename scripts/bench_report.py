@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from decoding.cli import exact_label, summarize  # noqa: E402
-from decoding.exactness import format_share_table  # noqa: E402
-from decoding.methods import REGISTRY  # noqa: E402
+from decoding.bench import exact_label, summarize
+from decoding.exactness import format_share_table
+from decoding.methods import REGISTRY
 
 
 def fmt(v, spec: str) -> str:

@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def losses(lm, item: dict) -> dict:
     """Per-state global and local consistency losses and the AR loss of ``item`` under ``lm``."""

@@ -16,13 +16,9 @@ import argparse
 import json
 import math
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from decoding.perf.account import DISAGREE, account  # noqa: E402
-from decoding.perf.costs import CostCurve  # noqa: E402
+from decoding.perf.account import DISAGREE, account
+from decoding.perf.costs import CostCurve
 
 
 def gmean(xs):

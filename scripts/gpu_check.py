@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -26,13 +25,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch
 
-from decoding.exactness import agreement  # noqa: E402
-from decoding.loop import decode  # noqa: E402
-from decoding.model import LoadedModel  # noqa: E402
+from decoding.exactness import agreement
+from decoding.loop import decode
+from decoding.model import LoadedModel
 
 CONFIGS = {"smollm2-135m": ROOT / "assets" / "config_smollm2-135m.json", "llama-7b": ROOT / "assets" / "config_llama-7b.json"}
 TINY = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from decoding.cli import _generate_baseline  # noqa: E402
-from decoding.io import read_prompts  # noqa: E402
-from decoding.loop import decode  # noqa: E402
-from decoding.model import load_model  # noqa: E402
+from decoding.bench import generate_baseline
+from decoding.io import read_prompts
+from decoding.loop import decode
+from decoding.model import load_model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             decode(skinny, ids, "ar", {}, 8), decode(stock, ids, "ar", {}, 8)
         fast = decode(skinny, ids, "ar", {}, a.max_new_tokens, record=False)
         slow = decode(stock, ids, "ar", {}, a.max_new_tokens, record=False)
-        gen, gen_s = _generate_baseline(stock, ids, a.max_new_tokens)
+        gen, gen_s = generate_baseline(stock, ids, a.max_new_tokens)
         gen_tps = len(gen) / gen_s
         same += fast.output_ids == slow.output_ids == gen
         ratios["skinny AR / stock AR"].append(fast.tokens_per_s / slow.tokens_per_s)

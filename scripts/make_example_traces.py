@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from decoding.model import load_model  # noqa: E402
-from decoding.loop import Run  # noqa: E402
-from decoding.methods import REGISTRY  # noqa: E402
+from decoding.model import load_model
+from decoding.loop import Run
+from decoding.methods import REGISTRY
 
 PROMPT = ("Write a Python function is_prime(n) that checks whether n is a prime number, "
           "then use it to print all the primes below 50.")

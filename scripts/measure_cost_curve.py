@@ -9,14 +9,10 @@ so it works without measuring. The curve is also written to the cache folder (de
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from decoding.perf.costs import DEFAULT_CONTEXT, curve_path  # noqa: E402
-from decoding.perf.measure import measure_curve  # noqa: E402
-from decoding.model import load_model  # noqa: E402
+from decoding.perf.costs import DEFAULT_CONTEXT, curve_path
+from decoding.perf.measure import measure_curve
+from decoding.model import load_model
 
 
 def main() -> None:

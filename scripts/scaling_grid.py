@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PAPER_POOL = {"seed_pool_prompt": False, "harvest_output": False}
 

@@ -6,6 +6,7 @@ import pytest
 
 import decoding.model
 from decoding import cli
+from decoding.bench import summarize
 from decoding.io import interleave
 from tiny import tiny_lm
 
@@ -39,7 +40,7 @@ def test_bench_rows_are_exact_and_interleaved(bench):
     assert [r["id"] for r in rows[::3]] == ["0", "3", "5", "1", "4"]
     assert all(r["matches_ar"] is True for r in rows)
     assert all(len(r["output_ids"]) == 12 and r["tokens_per_step"] >= 1 for r in rows)
-    table = {(t["method"], t["category"]): t for t in cli.summarize(rows)}
+    table = {(t["method"], t["category"]): t for t in summarize(rows)}
     assert table[("lookahead", "ALL")]["exact"] is True
 
 
@@ -75,7 +76,7 @@ def test_bench_variants_run_each_budget(bench, tmp_path, capsys):
     assert by["lookahead"]["params"]["budget"] == "fixed" and by["lookahead:auto"]["params"]["budget"] == "auto"
     assert by["pld:auto:k=4"]["params"] == {"k": 4, "max_ngram": 3, "budget": "auto"}
     assert all(r["matches_ar"] is True for r in rows)
-    table = {(t["method"], t["category"]) for t in cli.summarize(rows)}
+    table = {(t["method"], t["category"]) for t in summarize(rows)}
     assert ("lookahead:auto", "ALL") in table
     capsys.readouterr()
     for bad, why in (("lookahead:fast", "not key=value"), ("medusa:auto", "unknown method"), ("ar,ar", "twice"),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import decoding.model
-from decoding import cli
+from decoding import bench, cli
 from decoding.exactness import agreement, compare_to_ar, describe, first_divergence, format_share_table, share_table
 from decoding.loop import decode
 from tiny import tiny_lm
@@ -66,11 +66,11 @@ def test_share_table_per_method_and_dtype():
 
 def test_summary_is_not_exact_without_an_ar_twin():
     rows = [r for r in _rows() if r["method"] != "ar"]
-    table = {(r["method"], r["category"]): r for r in cli.summarize(rows)}
+    table = {(r["method"], r["category"]): r for r in bench.summarize(rows)}
     assert table[("pld", "ALL")]["exact"] is None  # nothing compared: no claim
     ar2 = dict(_rows()[0], id="2")
-    table = {(r["method"], r["category"]): r for r in cli.summarize(_rows()[:3] + [ar2])}
-    assert table[("pld", "ALL")]["exact"] is False and cli.exact_label(table[("pld", "ALL")]) == "NO (1 of 2 runs)"
+    table = {(r["method"], r["category"]): r for r in bench.summarize(_rows()[:3] + [ar2])}
+    assert table[("pld", "ALL")]["exact"] is False and bench.exact_label(table[("pld", "ALL")]) == "NO (1 of 2 runs)"
 
 
 def test_bench_rows_record_the_agreement(monkeypatch, tmp_path):

@@ -211,3 +211,35 @@ def test_the_trace_knows_no_method_by_name(module):
 def test_the_name_check_can_fail(tmp_path):
     (tmp_path / "m.py").write_text('def f(step):\n    """Read it (pld)."""\n    return step.lookahead or {"jacobi": 1}\n')
     assert words_in(tmp_path / "m.py") & {"lookahead", "jacobi", "pld"} == {"lookahead", "jacobi"}
+
+
+# ---- the package (pyproject.toml) --------------------------------------------------------------
+def test_scripts_import_the_package_without_path_hacks():
+    """scripts/*.py run as `python scripts/x.py` on the editable install (scripts/setup): none of them
+    edits sys.path, and every `decoding`/`cllm`/`viz` module they import is part of the package."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    packaged = tuple(p.rstrip("*") for p in conf["tool"]["setuptools"]["packages"]["find"]["include"])
+    scripts = sorted((ROOT / "scripts").glob("*.py"))
+    assert scripts
+    for p in scripts:
+        text = p.read_text(encoding="utf-8")
+        assert "sys.path" not in text, f"{p.name} edits sys.path"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                assert node.module.split(".")[0] in packaged, (p.name, node.module)
+
+
+def test_console_scripts_name_real_functions():
+    import importlib
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    scripts = conf["project"]["scripts"]
+    assert {"pdl-decode", "pdl-cllm"} <= set(scripts)
+    for name, target in scripts.items():
+        module, _, func = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), func)), name
+    setup = (ROOT / "scripts" / "setup").read_text(encoding="utf-8")
+    assert "--no-deps --no-build-isolation -e ." in setup  # offline: nothing downloaded for the install

@@ -96,12 +96,12 @@ def test_params_and_cli_variants():
     assert REGISTRY["tr"].label == "Token Recycling" and REGISTRY["tr"].topk_param == "successors"
     with pytest.raises(ConfigError, match="width"):
         resolve_params("tr", {"width": 0})
-    from decoding import cli
+    from decoding import bench, cli
 
     a = cli.build_parser().parse_args(["bench", "--prompts", "q.jsonl", "--methods", "ar,tr,tr:auto"])
-    assert cli._bench_methods(a.methods) == ["ar", "tr", "tr:auto"]
-    assert cli._variant_params("tr:auto", a)["budget"] == "auto"
-    assert cli._variant_params("tr:depth=3", a)["depth"] == 3
+    assert bench.parse_methods(a.methods) == ["ar", "tr", "tr:auto"]
+    assert bench.variant_params("tr:auto", vars(a))["budget"] == "auto"
+    assert bench.variant_params("tr:depth=3", vars(a))["depth"] == 3
 
 
 def test_sampled_run_records_and_round_trips():
