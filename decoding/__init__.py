@@ -3,12 +3,15 @@ that records every step as a Trace. No Streamlit, no Plotly here.
 
     decoding/loop.py       Run, decode: the five-step loop (propose, forward, verify, commit, record)
     decoding/methods/      the method registry and one file per method
-    decoding/verify.py     the proposal/verdict contract and the shared verifiers
+    decoding/verify.py     the step context, the proposal/verdict contract and the shared verifiers
+    decoding/draft.py      draft trees and how they are fed (tree attention)
+    decoding/budget.py     the cost-aware step budget (budget="auto"), written once for every method
     decoding/sampling.py   the sampling distribution (transformers' warpers, seeded draws)
     decoding/trace.py      the Trace and its versioned JSON
     decoding/analysis.py   analyses of a trace (no torch)
     decoding/perf/         the performance model: step-cost curve, speedup account, tuning
-    decoding/io.py, cli.py the command line (python -m decoding generate / bench / tune)
+    decoding/bench.py      the bench library (runs, rows, tables; transformers' generate as a baseline)
+    decoding/io.py, cli.py the command line (python -m decoding generate / bench / merge / tune; pdl-decode)
 
 Importing ``decoding`` (or decoding.trace, decoding.analysis, decoding.methods) does not import
 torch; ``Run`` and ``decode`` load the loop on first use.

@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .draft import DraftTree, FedTree, Node, paths, to_mask, tree_attention  # noqa: F401 (Node, paths: the tree's API)
+from .draft import DraftTree, FedTree, paths, to_mask, tree_attention
 from .records import BudgetRecord
 from .verify import Chain, Proposal, StepContext, Verdict
 
