@@ -20,18 +20,14 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import cllm  # noqa: E402
-from cllm.batch import BatchedJacobi, Lane  # noqa: E402
-from cllm.losses import item_losses, item_losses_cached  # noqa: E402
-from decoding.io import read_prompts  # noqa: E402
-from decoding.loop import decode, warm_up  # noqa: E402
-from decoding.model import load_model  # noqa: E402
+import cllm
+from cllm.batch import BatchedJacobi, Lane
+from cllm.losses import item_losses, item_losses_cached
+from decoding.io import read_prompts
+from decoding.loop import decode, warm_up
+from decoding.model import load_model
 
 BASELINE_S_PER_ITEM = 4.8  # issue 20: collection, one thread, stock kernel, loaded machine
 BASELINE_TRAIN_S_PER_ITEM = 2.9  # issue 20: training, one item per step
