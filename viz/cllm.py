@@ -285,7 +285,7 @@ def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
         ok = isinstance(b, (int, float)) and isinstance(c, (int, float)) and b > 0
         r["ppl_ratio"] = c / b if ok else None
     fig = make_subplots(rows=2, cols=2, subplot_titles=[p[2] for p in CURVE_PANELS], horizontal_spacing=0.1,
-                        vertical_spacing=0.18)
+                        vertical_spacing=0.2)
     x = [r["items_seen"] for r in rows]
     for i, (key, base_key, title, line) in enumerate(CURVE_PANELS):
         rr, cc = i // 2 + 1, i % 2 + 1
@@ -306,6 +306,10 @@ def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
                                      hovertemplate=f"limit {line}<extra></extra>"), rr, cc)
     last = rows[-1]
     base_layout(fig, f"Learning curve on {last.get('prompts', '?')} held-out problems: {last['items_seen']:,} items "
-                     f"trained ({last.get('train_seconds', 0) / 60:.0f} min)", 560)
-    fig.update_xaxes(title_text="items trained")
+                     f"trained ({last.get('train_seconds', 0) / 60:.0f} min)", 620)
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="items trained", row=2)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0), margin=dict(t=90, b=90))
     return fig
