@@ -48,7 +48,7 @@ def collect_both(lm, rows, n, max_new, lanes, chat=True):
     t0 = _clock()
     single = []
     for r in rows:
-        tr = decode(lm, lm.encode(r["prompt"], chat=chat), "jacobi", {"n": n, "seed": 0}, max_new)
+        tr = decode(lm, lm.encode(r["prompt"], chat=chat), "jacobi", {"n": n, "seed": 0}, max_new, chat=chat)
         single += cllm.items_from_trace(tr, r["id"], r["category"], 0)
     s_wall, s_cpu = _since(t0)
     t0 = _clock()
