@@ -216,3 +216,34 @@ def test_budget_auto_is_exact_and_records_its_choices(cyc):
 def test_bad_params(params, msg):
     with pytest.raises(ConfigError, match=msg):
         resolve_params("suffix", params)
+
+
+def test_compare_and_explain_know_its_tokens(cyc):
+    from decoding.perf.account import reasons
+    from viz import compare
+    from viz.style import PROVENANCE
+
+    tr = decode(cyc, PROMPT, "suffix", {"fallback": False}, 40)
+    n = sum(o == "suffix" for s in tr.steps for o in s.origins)
+    assert n > 5
+    bars = {b.name: (sum(b.x), b.marker.color) for b in compare.provenance_figure({"suffix": tr}).data}
+    assert bars[PROVENANCE["suffix"][1]] == (n, PROVENANCE["suffix"][0])
+    assert f"background:{PROVENANCE['suffix'][0]}" in compare.provenance_html(tr)
+    assert any(r.startswith(f"{n / len(tr.output_ids):.0%} of the output tokens were drafted by suffix matching")
+               for r in reasons(tr))
+
+
+def test_cost_script_measures_a_text_with_repeats():
+    """scripts/suffix_cost.py on 300 tokens (a smoke run: the figures are meaningful on an idle machine only)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "suffix_cost.py"
+    spec = importlib.util.spec_from_file_location("suffix_cost", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seq = mod.text(300, 50_000, 0.5, 0)
+    assert len(seq) == 300 and len(set(seq)) < 280  # copied spans repeat ids
+    r = mod.measure(seq, resolve_params("suffix", None))
+    assert r["update_us"] > 0 and r["draft_us"] > 0 and r["draft_tokens"] > 0
+    assert r["nodes"] == len(trie(seq, 28).count)

@@ -34,6 +34,7 @@ with alpha 1 (2 tokens): [3] and [4], two branches of one token each.
 from __future__ import annotations
 
 import heapq
+import threading
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -83,10 +84,11 @@ class SuffixTrie:
             if kids is None:
                 kids = self.kids[a] = {}
             c = kids.get(t)
-            if c is None:
-                c = kids[t] = len(self.count)
+            if c is None:  # the node's lists first, then the link: a reader (follow) never sees half a node
+                c = len(self.count)
                 self.kids.append(None)
                 self.count.append(0), self.last.append(-1), self.level.append(self.level[a] + 1)
+                kids[t] = c
             self.count[c] += 1
             self.last[c] = self.n
             if self.level[c] < self.depth:
@@ -135,9 +137,9 @@ class SuffixTrie:
             neg, _, v, path, ratio = heapq.heappop(heap)
             if v != node:
                 out.append((path, -neg, ratio, v))
-            kids = self.kids[v] or {}
-            total = sum(self.count[c] for c in kids.values())
-            for t, c in kids.items():
+            kids = list((self.kids[v] or {}).items())  # a copy: the store may grow meanwhile (another run's finish)
+            total = sum(self.count[c] for _, c in kids)
+            for t, c in kids:
                 r = self.count[c] / total
                 if -neg * r >= min_prob:
                     pushed += 1  # ties: the earlier pushed first (a parent before its children)
@@ -146,16 +148,19 @@ class SuffixTrie:
 
 
 _STORES: dict[int, SuffixTrie] = {}  # the cross-run stores of this process, one per trie depth
+_STORE_LOCK = threading.Lock()  # one writer at a time (app sessions run in threads); readers only follow links
 
 
 def store(depth: int) -> SuffixTrie:
     """The cross-run store of earlier outputs for tries of this depth (made when first asked)."""
-    return _STORES.setdefault(depth, SuffixTrie(depth))
+    with _STORE_LOCK:
+        return _STORES.setdefault(depth, SuffixTrie(depth))
 
 
 def clear_stores() -> None:
     """Forget every earlier run (a new session, a new bench)."""
-    _STORES.clear()
+    with _STORE_LOCK:
+        _STORES.clear()
 
 
 @dataclass(frozen=True)
@@ -239,10 +244,13 @@ class SuffixDrafting(Method):
 
     def finish(self, ctx: StepContext) -> None:
         """With ``cross_run``: this run's output joins the store (until it holds STORE_MAX_NODES)."""
-        if self.store is not None and len(self.store.count) < STORE_MAX_NODES:
-            self.store.start_text()
-            self.store.extend_all(ctx.output)
-            self.store.start_text()
+        if self.store is None:
+            return
+        with _STORE_LOCK:
+            if len(self.store.count) < STORE_MAX_NODES:
+                self.store.start_text()
+                self.store.extend_all(ctx.output)
+                self.store.start_text()
 
 
 # ---- its record (Step.record) --------------------------------------------------------------------
