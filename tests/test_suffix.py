@@ -199,6 +199,11 @@ def test_cross_run_store_is_off_by_default_and_matches_earlier_outputs(cyc):
     assert again.output_ids == alone.output_ids == first.output_ids
     assert again.params["cross_run"] is True and any(s.record.where == "earlier" for s in again.steps)
     assert again.n_steps < alone.n_steps, "the earlier run's output is the answer"
+    from viz import suffix as S
+    si = next(s.index for s in again.steps if s.suffix.tokens)
+    assert "cross-run store of earlier outputs: on" in S.tree_figure(again, si).layout.title.text
+    assert "cross-run store" not in S.tree_figure(alone, next(s.index for s in alone.steps if s.suffix.tokens)).layout.title.text
+    assert "store of earlier outputs was on" in S.summary_sentence(again)
     clear_stores()
     assert decode(cyc, prompt, "suffix", {"cross_run": True, "fallback": False}, 30).n_steps == alone.n_steps
 
@@ -247,3 +252,72 @@ def test_cost_script_measures_a_text_with_repeats():
     r = mod.measure(seq, resolve_params("suffix", None))
     assert r["update_us"] > 0 and r["draft_us"] > 0 and r["draft_tokens"] > 0
     assert r["nodes"] == len(trie(seq, 28).count)
+
+
+# ---- the views (viz/suffix.py, app_pages/suffix.py) -----------------------------------------------------
+def test_match_pieces_mark_the_suffix_its_earlier_occurrence_and_the_next_token(cyc):
+    from viz import suffix as S
+
+    tr = decode(cyc, PROMPT, "suffix", {"fallback": False}, 40)
+    si = next(s.index for s in tr.steps if s.suffix.where in ("prompt", "output") and s.suffix.match >= 2)
+    r, ids = tr.steps[si].suffix, S.text_before(tr, si)
+    assert ids == (PROMPT + tr.output_ids)[:len(ids)] and ids[-1] == tr.output_ids[sum(len(s.tokens) for s in tr.steps[:si])]
+    got = {i: kind for i, _, kind in S.match_pieces(tr, si) if i >= 0}
+    assert [i for i, k in got.items() if k == "suffix"] == list(range(len(ids) - r.match, len(ids)))
+    assert got[r.source] in ("next", "suffix")
+    earlier = [i for i in range(r.source - r.match, r.source) if got[i] != "suffix"]
+    assert all(got[i] == "earlier" for i in earlier)
+    # the earlier occurrence really is the same text, and what followed it is the draft's best first token
+    assert ids[r.source - r.match:r.source] == ids[len(ids) - r.match:]
+    assert ids[r.source] == r.tokens[r.scores.index(max(r.scores))] or r.drafted > len(r.tokens)
+    html = S.match_html(tr, si)
+    assert html.count(S.MATCH_KINDS["suffix"][0]) >= r.match + 1  # the legend's swatch and each suffix token
+
+
+def test_tree_figure_draws_the_fed_tree_with_its_scores(cyc):
+    from viz import suffix as S
+    from viz.style import PROVENANCE
+
+    tr = decode(cyc, PROMPT, "suffix", {"fallback": False, "alpha": 2}, 40)
+    si = next(s.index for s in tr.steps if len(s.suffix.path) >= 2)
+    r = tr.steps[si].suffix
+    fig = S.tree_figure(tr, si)
+    nodes = next(d for d in fig.data if d.mode == "markers+text")
+    assert len(nodes.x) == len(r.tokens) + 1  # the current token too
+    assert list(nodes.marker.color).count(PROVENANCE["suffix"][0]) == len(r.path)
+    assert all(f"{s:.2f}" in lab for s, lab in zip(r.scores, nodes.text))
+    assert fig.layout.title.text.endswith(f"{len(r.path)} accepted.")
+    none = next((s.index for s in tr.steps if not s.suffix.tokens), None)
+    if none is not None:
+        assert "fed no draft" in S.tree_figure(tr, none).layout.annotations[0].text
+    assert "steps drafted from a suffix match" in S.summary_sentence(tr)
+
+
+def test_match_html_escapes_model_text():
+    from viz import suffix as S
+
+    lm = tiny_lm("llama", 0, vocab=8)
+    tr = decode(lm, PROMPT, "suffix", {}, 20)
+    tr.prompt_pieces = ["<b>x</b>"] * len(tr.prompt_ids)
+    tr.output_pieces = ["<script>"] * len(tr.output_ids)
+    for si in S.suffix_steps(tr):
+        html = S.match_html(tr, si)
+        assert "<script>" not in html and "<b>x" not in html
+
+
+def test_the_page_renders_a_sidebar_run(monkeypatch):
+    """AppTest: suffix drafting chosen in the sidebar, run on a tiny model; its page, Compare and Explain render it."""
+    pytest.importorskip("streamlit")
+    from test_app_sampling import sidebar_run
+    from viz import suffix as S
+
+    at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Suffix drafting", 32)
+    t = at.session_state["results"].traces["suffix"]
+    assert all(s.suffix is not None for s in t.steps)
+    at.switch_page("app_pages/suffix.py").run()
+    assert not at.exception and not at.error
+    assert any(m.value == S.summary_sentence(t) for m in at.markdown)
+    assert len(at.get("plotly_chart")) >= 1
+    for page in ("app_pages/compare.py", "app_pages/explain.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
