@@ -200,9 +200,9 @@ def test_cross_run_store_is_off_by_default_and_matches_earlier_outputs(cyc):
     assert again.params["cross_run"] is True and any(s.record.where == "earlier" for s in again.steps)
     assert again.n_steps < alone.n_steps, "the earlier run's output is the answer"
     from viz import suffix as S
-    si = next(s.index for s in again.steps if s.suffix.tokens)
+    si = next(s.index for s in again.steps if s.record.tokens)
     assert "cross-run store of earlier outputs: on" in S.tree_figure(again, si).layout.title.text
-    assert "cross-run store" not in S.tree_figure(alone, next(s.index for s in alone.steps if s.suffix.tokens)).layout.title.text
+    assert "cross-run store" not in S.tree_figure(alone, next(s.index for s in alone.steps if s.record.tokens)).layout.title.text
     assert "store of earlier outputs was on" in S.summary_sentence(again)
     clear_stores()
     assert decode(cyc, prompt, "suffix", {"cross_run": True, "fallback": False}, 30).n_steps == alone.n_steps
@@ -259,8 +259,8 @@ def test_match_pieces_mark_the_suffix_its_earlier_occurrence_and_the_next_token(
     from viz import suffix as S
 
     tr = decode(cyc, PROMPT, "suffix", {"fallback": False}, 40)
-    si = next(s.index for s in tr.steps if s.suffix.where in ("prompt", "output") and s.suffix.match >= 2)
-    r, ids = tr.steps[si].suffix, S.text_before(tr, si)
+    si = next(s.index for s in tr.steps if s.record.where in ("prompt", "output") and s.record.match >= 2)
+    r, ids = tr.steps[si].record, S.text_before(tr, si)
     assert ids == (PROMPT + tr.output_ids)[:len(ids)] and ids[-1] == tr.output_ids[sum(len(s.tokens) for s in tr.steps[:si])]
     got = {i: kind for i, _, kind in S.match_pieces(tr, si) if i >= 0}
     assert [i for i, k in got.items() if k == "suffix"] == list(range(len(ids) - r.match, len(ids)))
@@ -279,15 +279,15 @@ def test_tree_figure_draws_the_fed_tree_with_its_scores(cyc):
     from viz.style import PROVENANCE
 
     tr = decode(cyc, PROMPT, "suffix", {"fallback": False, "alpha": 2}, 40)
-    si = next(s.index for s in tr.steps if len(s.suffix.path) >= 2)
-    r = tr.steps[si].suffix
+    si = next(s.index for s in tr.steps if len(s.record.path) >= 2)
+    r = tr.steps[si].record
     fig = S.tree_figure(tr, si)
     nodes = next(d for d in fig.data if d.mode == "markers+text")
     assert len(nodes.x) == len(r.tokens) + 1  # the current token too
     assert list(nodes.marker.color).count(PROVENANCE["suffix"][0]) == len(r.path)
     assert all(f"{s:.2f}" in lab for s, lab in zip(r.scores, nodes.text))
     assert fig.layout.title.text.endswith(f"{len(r.path)} accepted.")
-    none = next((s.index for s in tr.steps if not s.suffix.tokens), None)
+    none = next((s.index for s in tr.steps if not s.record.tokens), None)
     if none is not None:
         assert "fed no draft" in S.tree_figure(tr, none).layout.annotations[0].text
     assert "steps drafted from a suffix match" in S.summary_sentence(tr)
@@ -313,7 +313,7 @@ def test_the_page_renders_a_sidebar_run(monkeypatch):
 
     at = sidebar_run(monkeypatch, tiny_lm("llama", 0), "Suffix drafting", 32)
     t = at.session_state["results"].traces["suffix"]
-    assert all(s.suffix is not None for s in t.steps)
+    assert all(s.record is not None for s in t.steps)
     at.switch_page("app_pages/suffix.py").run()
     assert not at.exception and not at.error
     assert any(m.value == S.summary_sentence(t) for m in at.markdown)

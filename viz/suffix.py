@@ -23,11 +23,11 @@ WHERE = {"prompt": "in the prompt", "output": "earlier in the output", "earlier"
 
 def suffix_steps(trace) -> list[int]:
     """Indices of the steps that carry a suffix-drafting record."""
-    return [s.index for s in trace.steps if s.suffix is not None]
+    return [s.index for s in trace.steps if s.record is not None]
 
 
 def _rec(trace, si: int):
-    return next(s.suffix for s in trace.steps if s.index == si)
+    return next(s.record for s in trace.steps if s.index == si)
 
 
 def text_before(trace, si: int) -> list[int]:
@@ -127,7 +127,7 @@ def tree_figure(trace, si: int) -> go.Figure:
 
 def summary_sentence(trace) -> str:
     """How the run drafted: steps from a suffix match (and its median length), from the fallback, none."""
-    recs = [s.suffix for s in trace.steps if s.suffix is not None]
+    recs = [s.record for s in trace.steps if s.record is not None]
     sfx = sorted(r.match for r in recs if r.where in ("prompt", "output", "earlier"))
     fb = sum(r.where == "fallback" for r in recs)
     tokens = sum(o == "suffix" for s in trace.steps for o in s.origins)
