@@ -11,7 +11,7 @@ import pytest
 
 from decoding.loop import decode
 from decoding.methods import ConfigError, resolve_params
-from decoding.methods.record import SuffixDrafting, SuffixTrie, band, clear_stores, store
+from decoding.methods.suffix import SuffixDrafting, SuffixTrie, band, clear_stores, store
 from decoding.trace import Trace, TraceError
 from decoding.verify import StepContext
 from tiny import generate_greedy, tiny_lm
@@ -174,7 +174,7 @@ def test_record_round_trips_and_is_validated(cyc):
     assert back == tr and back.steps[3].record == tr.steps[3].record
     d = json.loads(tr.to_json())
     i = next(i for i, s in enumerate(d["steps"]) if s["record"]["tokens"])
-    for key, bad, msg in [("where", "elsewhere", "where must be one of"), ("scores", [2.0] * len(d["steps"][i]["record"]["tokens"]), "probability"),
+    for key, bad, msg in [("where", "elsewhere", "where: input should be .prompt"), ("scores", [2.0] * len(d["steps"][i]["record"]["tokens"]), "probability"),
                           ("path", [99], "branch of the tree"), ("drafted", 0, "drafted"), ("source", 10_000, "source")]:
         e = json.loads(tr.to_json())
         e["steps"][i]["record"][key] = bad
