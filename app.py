@@ -21,6 +21,7 @@ nav = st.navigation([
     st.Page("app_pages/jacobi.py", title="Jacobi", icon=":material/view_week:", url_path="jacobi", visibility="hidden"),
     st.Page("app_pages/lookahead.py", title="Lookahead", icon=":material/grid_on:"),
     st.Page("app_pages/recycling.py", title="Token Recycling", icon=":material/recycling:"),
+    st.Page("app_pages/suffix.py", title="Suffix drafting", icon=":material/account_tree:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("app_pages/cllm.py", title="CLLM", icon=":material/bolt:"),
     st.Page("app_pages/explain.py", title="Explain", icon=":material/insights:"),

@@ -54,7 +54,7 @@ for label, t in traces.items():
     st.markdown(f"**{label}** · {t.tokens_per_step:.2f} tokens/step")
     st.markdown(compare.provenance_html(t, max_tokens=600), unsafe_allow_html=True)
 ui.chart(compare.provenance_figure, traces, key="cmp_prov")
-sampled = {label: t for label, t in traces.items() if t.sampled and t.method in ("lookahead", "pld", "tr")}
+sampled = {label: t for label, t in traces.items() if t.sampled and t.method != "ar"}  # every method that samples verifies drafts
 if sampled:
     st.subheader("Sampling: the verification decisions")
     st.caption("Sampled runs draw different text, each distributed as AR sampling; Jacobi always decodes greedily. "

@@ -30,6 +30,11 @@ SETTINGS = [
     ("tr", {"successors": 2, "depth": 3, "branch": 2, "width": 3, "seed_prompt": False}),
     ("tr", {"successors": 1, "depth": 16, "branch": 1, "width": 1}),  # one chain: a causal sequence, no tree mask
     ("tr", {"budget": "auto"}),
+    ("suffix", {}),  # suffix drafting: frequency-scored trees from the longest match, Token Recycling's fallback
+    ("suffix", {"fallback": False, "alpha": 4, "max_spec": 64, "min_prob": 0, "min_match": 1}),  # wide trees
+    ("suffix", {"fallback": False, "max_match": 1, "max_spec": 1}),  # one token from a one-token match
+    ("suffix", {"cross_run": True}),  # earlier runs' outputs matched too
+    ("suffix", {"budget": "auto"}),
 ]
 MODELS = [("llama", 0), ("llama", 1), ("qwen2", 0), ("qwen2", 1)]
 

@@ -146,7 +146,8 @@ SAMPLING = {"temperature": 0.9, "top_k": 6, "top_p": 0.95}
 RUN_LEN = 4  # prefill token + 3 tokens from steps (a full lookahead match with N=3 decides 3 at once)
 RUN_METHODS = [("lookahead", {"W": 3, "N": 3, "G": 3}), ("pld", {"k": 3, "max_ngram": 2}), ("ar", {}),
                ("lookahead", {"W": 3, "N": 3, "G": 3, "budget": "auto"}), ("pld", {"k": 3, "max_ngram": 2, "budget": "auto"}),
-               ("tr", {"successors": 3, "depth": 3, "branch": 3, "width": 4}), ("tr", {"successors": 3, "depth": 3, "budget": "auto"})]
+               ("tr", {"successors": 3, "depth": 3, "branch": 3, "width": 4}), ("tr", {"successors": 3, "depth": 3, "budget": "auto"}),
+               ("suffix", {"alpha": 2, "max_spec": 4, "min_match": 1}), ("suffix", {"max_spec": 4, "budget": "auto"})]
 
 
 @pytest.fixture(scope="module")

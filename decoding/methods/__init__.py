@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import ar, jacobi, lookahead, pld, recycling
+from . import ar, jacobi, lookahead, pld, recycling, suffix
 from .spec import ConfigError, MethodSpec, Param
 
-REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC, recycling.SPEC)}
+REGISTRY: dict[str, MethodSpec] = {s.name: s for s in (ar.SPEC, jacobi.SPEC, lookahead.SPEC, pld.SPEC, recycling.SPEC,
+                                                 suffix.SPEC)}
 METHODS: tuple[str, ...] = tuple(REGISTRY)
 SAMPLING_METHODS: tuple[str, ...] = tuple(m for m, s in REGISTRY.items() if s.samples)
 # The `sampling` params group: accepted by the methods whose sampling is exact. temperature 0 means

@@ -111,21 +111,24 @@ class TokenRecycling(Method):
             accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
         pos = {node: i for i, node in enumerate(fed.nodes)}
         path = [pos[n] for n in accepted]
-        written, n = self._write([fed.root] + list(proposal.tokens), path, topk)
+        written, n = write_rows(self.matrix, [fed.root] + list(proposal.tokens), path, topk)
         return RecyclingRecord(list(proposal.tokens), list(fed.parents), [fed.tree.nodes[i].tag for i in fed.nodes],
                                path, written, n)
 
-    def _write(self, fed: list[int], path: list[int], topk: list[list[int]]) -> tuple[list[list[int]], int]:
-        """Overwrite the row of every fed token (``fed[r]`` on logits row r) with the top-k of its
-        logits; rejected nodes first, then the current token and the accepted branch (their context
-        is the true one, so they win when a token was fed twice). Returns (the rows that changed,
-        as [token, *row], and how many rows were written)."""
-        before = {t: self.matrix.get(t) for t in fed}
-        on_path = [0] + [i + 1 for i in path]
-        for r in [r for r in range(len(fed)) if r not in set(on_path)] + on_path:
-            self.matrix[fed[r]] = list(topk[r])
-        changed = [[t, *self.matrix[t]] for t in before if self.matrix[t] != before[t]]
-        return changed, len(fed)
+
+def write_rows(matrix: dict[int, list[int]], fed: list[int], path: list[int],
+               topk: list[list[int]]) -> tuple[list[list[int]], int]:
+    """Overwrite the row of every fed token (``fed[r]`` on logits row r) with the top-k of its
+    logits; rejected nodes first, then the current token and the accepted branch (``path``: fed
+    tree node indices; their context is the true one, so they win when a token was fed twice).
+    Returns (the rows that changed, as [token, *row], and how many rows were written). Suffix
+    drafting's fallback (decoding/methods/suffix.py) keeps its matrix with this too."""
+    before = {t: matrix.get(t) for t in fed}
+    on_path = [0] + [i + 1 for i in path]
+    for r in [r for r in range(len(fed)) if r not in set(on_path)] + on_path:
+        matrix[fed[r]] = list(topk[r])
+    changed = [[t, *matrix[t]] for t in before if matrix[t] != before[t]]
+    return changed, len(fed)
 
 
 # ---- its record (Step.record) --------------------------------------------------------------------

@@ -1,0 +1,341 @@
+"""Suffix drafting (SuffixDecoding, Oliaro et al., NeurIPS 2025; SAM-Decoding, Hu et al., ACL 2025).
+
+A suffix trie over prompt + output holds every substring of at most D tokens with how often it
+occurred (``SuffixTrie``; D = max_match + max_spec). It is updated per committed token: the token
+extends each of the up to D current suffix paths by one node and counts it there, O(D) work per
+token, which is amortised O(1) for a fixed D (a suffix automaton would make it O(1) for any match
+length, but it keeps no counts of what followed).
+
+Each step:
+1. the match: the longest suffix of the text (at most max_match tokens) whose node has children,
+   i.e. that occurred before and was followed by something;
+2. the draft (SuffixDecoding's tree speculation): the continuations in the match node's subtree,
+   best first by score = the product of count(child) / count(children of the parent) along the
+   path (how often that continuation followed), nodes under ``min_prob`` percent left out, at most
+   ``alpha x match`` tokens (SuffixDecoding's max_spec_factor: a longer match earns a longer
+   draft), capped at ``max_spec``;
+3. a short match (under ``min_match`` tokens) or no draft: Token Recycling's successor matrix drafts
+   instead (SAM-Decoding's fallback; decoding/methods/recycling.py's walk and write_rows, the
+   matrix seeded with the prompt's bigrams);
+4. the tree is fed in one forward with a tree mask and verified by the shared verifiers (greedy
+   exact, sampling distribution-preserving); with ``budget="auto"`` decoding/budget.py feeds the
+   part that pays on this hardware (acceptance learnt per frequency band: "sfx90" for a node whose
+   own ratio is >= 0.9, "sfx50", "sfx20", "sfx0"; the fallback's per matrix column "top1", ...).
+
+Optional (``cross_run``, off by default): a store of earlier runs' outputs in this process (a
+session, a bench run), SuffixDecoding's global tree, matched too; the longer match wins.
+
+Worked example: D = 4, text [1, 2, 3, 1, 2, 4, 1, 2]. The text's suffixes (2), (1, 2), (4, 1, 2)
+are nodes; (4, 1, 2) has no children (it occurred only now), (1, 2) has: 3 (count 1) and 4 (1).
+So match = 2; the draft, alpha 2 (up to 4 tokens): [3] 0.5, [4] 0.5, [3, 1] 0.5, [4, 1] 0.5;
+with alpha 1 (2 tokens): [3] and [4], two branches of one token each.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from pydantic import model_validator
+
+from ..budget import Acceptance, Budget, DraftTree, feed, is_auto
+from ..records import Count, Int, Probability, Record, Tokens, fail
+from ..verify import Proposal, StepContext
+from .base import Method
+from .recycling import prompt_rows, walk, write_rows
+from .spec import BUDGET_PARAM, MethodSpec, Param
+
+BANDS = ((0.9, "sfx90"), (0.5, "sfx50"), (0.2, "sfx20"), (0.0, "sfx0"))  # a node's own ratio -> its source
+STORE_MAX_NODES = 300_000  # the cross-run store stops growing here (memory: ~100 bytes a node)
+
+
+def band(ratio: float) -> str:
+    return next(name for lo, name in BANDS if ratio >= lo)
+
+
+def origin(source: str) -> str:
+    """A chain's origin: "recycled" for the fallback's matrix successors, "suffix" for the rest."""
+    return "recycled" if source.startswith("top") else "suffix"
+
+
+class SuffixTrie:
+    """Every substring of the text of at most ``depth`` tokens as a node: its count (occurrences),
+    ``last`` (the text index of the token that ended its latest occurrence) and its children.
+
+    >>> t = SuffixTrie(4); t.extend_all([1, 2, 3, 1, 2, 4, 1, 2])
+    >>> m = t.longest_match(t.active, 3); t.level[m], t.continuations(m)
+    (2, {3: 1, 4: 1})
+    """
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self.kids: list[dict[int, int] | None] = [None]  # node -> {token: child} (None: a leaf)
+        self.count, self.last, self.level = [0], [-1], [0]
+        self.active = [0]  # the nodes of the text's suffixes of length 0 .. depth-1 (the root first)
+        self.n = 0  # tokens appended
+
+    def extend(self, t: int) -> None:
+        """Append token t: each current suffix path grows by t (a new node where it is new)."""
+        nxt = [0]
+        for a in self.active:
+            kids = self.kids[a]
+            if kids is None:
+                kids = self.kids[a] = {}
+            c = kids.get(t)
+            if c is None:  # the node's lists first, then the link: a reader (follow) never sees half a node
+                c = len(self.count)
+                self.kids.append(None)
+                self.count.append(0), self.last.append(-1), self.level.append(self.level[a] + 1)
+                kids[t] = c
+            self.count[c] += 1
+            self.last[c] = self.n
+            if self.level[c] < self.depth:
+                nxt.append(c)
+        self.active = nxt
+        self.n += 1
+
+    def extend_all(self, tokens: list[int]) -> None:
+        for t in tokens:
+            self.extend(t)
+
+    def start_text(self) -> None:
+        """The next token starts a new text (a store: no suffix spans two runs)."""
+        self.active = [0]
+
+    def follow(self, active: list[int], t: int) -> list[int]:
+        """The suffix nodes of another text (``active``, as ``self.active``) after it appends t,
+        without changing the trie: how the current run reads the cross-run store."""
+        nxt = [0]
+        for a in active:
+            c = (self.kids[a] or {}).get(t)
+            if c is not None and self.level[c] < self.depth:
+                nxt.append(c)
+        return nxt
+
+    def longest_match(self, active: list[int], max_len: int) -> int:
+        """The deepest of ``active`` (a text's suffix nodes) of at most max_len tokens that has
+        children (occurred before and was followed); 0 (the root) if none."""
+        for a in reversed(active):
+            if a and self.kids[a] and self.level[a] <= max_len:
+                return a
+        return 0
+
+    def continuations(self, node: int) -> dict[int, int]:
+        """What followed the node's string: {token: count}."""
+        return {t: self.count[c] for t, c in (self.kids[node] or {}).items()}
+
+    def draft(self, node: int, n_max: int, min_prob: float) -> list[tuple[tuple[int, ...], float, float, int]]:
+        """Up to n_max draft nodes below ``node``, best score first (parents before children):
+        (path of tokens from the match, score, own ratio, trie node). Score = the product of
+        count(child) / count(children of its parent) along the path; nodes under min_prob are left out."""
+        out: list[tuple[tuple[int, ...], float, float, int]] = []
+        heap = [(-1.0, 0, node, (), 1.0)]
+        pushed = 0
+        while heap and len(out) < n_max:
+            neg, _, v, path, ratio = heapq.heappop(heap)
+            if v != node:
+                out.append((path, -neg, ratio, v))
+            kids = list((self.kids[v] or {}).items())  # a copy: the store may grow meanwhile (another run's finish)
+            total = sum(self.count[c] for _, c in kids)
+            for t, c in kids:
+                r = self.count[c] / total
+                if -neg * r >= min_prob:
+                    pushed += 1  # ties: the earlier pushed first (a parent before its children)
+                    heapq.heappush(heap, (neg * r, pushed, c, path + (t,), r))
+        return out
+
+
+_STORES: dict[int, SuffixTrie] = {}  # the cross-run stores of this process, one per trie depth
+_STORE_LOCK = threading.Lock()  # one writer at a time (app sessions run in threads); readers only follow links
+
+
+def store(depth: int) -> SuffixTrie:
+    """The cross-run store of earlier outputs for tries of this depth (made when first asked)."""
+    with _STORE_LOCK:
+        return _STORES.setdefault(depth, SuffixTrie(depth))
+
+
+def clear_stores() -> None:
+    """Forget every earlier run (a new session, a new bench)."""
+    with _STORE_LOCK:
+        _STORES.clear()
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a step's draft came from (its record's fields)."""
+
+    length: int
+    where: str  # prompt, output, earlier, fallback or ""
+    source: int  # text index of the draft's first token's latest earlier occurrence (-1: none)
+    drafted: int
+
+
+class SuffixDrafting(Method):
+    def __init__(self, ctx: StepContext, params):
+        super().__init__(ctx, params)
+        self.trie = SuffixTrie(params["max_match"] + params["max_spec"])
+        self.trie.extend_all(ctx.all_ids)
+        self.n_prompt = len(ctx.prompt_ids)
+        self.store = store(self.trie.depth) if params["cross_run"] else None
+        self.cursor = [0]  # the current text's suffix nodes in the store
+        if self.store is not None:
+            for t in ctx.all_ids:
+                self.cursor = self.store.follow(self.cursor, t)
+        k = params["successors"]
+        self.matrix: dict[int, list[int]] = prompt_rows(ctx.prompt_ids, k) if params["fallback"] else {}
+        priors = {"sfx90": 0.8, "sfx50": 0.5, "sfx20": 0.25, "sfx0": 0.1} | {f"top{c + 1}": 0.5 / (c + 1) for c in range(k)}
+        self.budget = Budget(ctx.costs, Acceptance(priors, deep=0.6)) if is_auto(params) else None
+
+    def propose(self, ctx: StepContext) -> Proposal:
+        room = ctx.max_new_tokens - len(ctx.output) - 1  # draft tokens that can still be committed
+        tree, match = self.draft(ctx.cur, room)
+        prop = self.budget.propose(tree, ctx, origin) if self.budget else feed(tree, list(range(len(tree.nodes))), ctx, origin)
+        prop.note = match
+        return prop
+
+    def draft(self, cur: int, room: int) -> tuple[DraftTree, Match]:
+        """The step's draft tree: from the longest match (local or, if on, the store), else the fallback."""
+        p, tree = self.p, DraftTree()
+        if room <= 0:
+            return tree, Match(0, "", -1, 0)
+        trie, node, where = self.trie, self.trie.longest_match(self.trie.active, p["max_match"]), "local"
+        if self.store is not None:
+            other = self.store.longest_match(self.cursor, p["max_match"])
+            if self.store.level[other] > trie.level[node]:
+                trie, node, where = self.store, other, "earlier"
+        m = trie.level[node]
+        items = []
+        if node and m >= p["min_match"]:
+            items = trie.draft(node, min(p["max_spec"], p["alpha"] * m, room), p["min_prob"] / 100)
+        for path, score, ratio, _ in items:
+            tree.add(list(path), band(ratio), round(score, 4))
+        if items:
+            source = trie.last[items[0][3]] if where == "local" else -1
+            where = ("prompt" if source < self.n_prompt else "output") if where == "local" else where
+            return tree, Match(m, where, source, len(tree.nodes))
+        if p["fallback"]:
+            w = p["fallback_width"]
+            tree = walk(self.matrix, cur, min(p["fallback_depth"], room), w, w)
+            if tree.nodes:
+                return tree, Match(m, "fallback", -1, len(tree.nodes))
+        return tree, Match(m, "", -1, 0)
+
+    def update(self, ctx, proposal, verdict, argmax, committed, topk=None):
+        fed, match = proposal.tree, proposal.note
+        if self.budget:
+            accepted = self.budget.learn(proposal, verdict)
+        else:
+            accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
+        pos = {node: i for i, node in enumerate(fed.nodes)}
+        path = [pos[n] for n in accepted]
+        if self.p["fallback"] and topk is not None:
+            write_rows(self.matrix, [fed.root] + list(proposal.tokens), path, topk)
+        for t in committed:
+            self.trie.extend(t)
+            if self.store is not None:
+                self.cursor = self.store.follow(self.cursor, t)
+        nodes = [fed.tree.nodes[i] for i in fed.nodes]
+        scores = [n.tag if isinstance(n.tag, float) else 0.0 for n in nodes]
+        return SuffixRecord(match.length, match.where, match.source, match.drafted, list(proposal.tokens),
+                            list(fed.parents), scores, path)
+
+    def finish(self, ctx: StepContext) -> None:
+        """With ``cross_run``: this run's output joins the store (until it holds STORE_MAX_NODES)."""
+        if self.store is None:
+            return
+        with _STORE_LOCK:
+            if len(self.store.count) < STORE_MAX_NODES:
+                self.store.start_text()
+                self.store.extend_all(ctx.output)
+                self.store.start_text()
+
+
+# ---- its record (Step.record) --------------------------------------------------------------------
+SUFFIX_WHERE = ("prompt", "output", "earlier", "fallback", "")
+
+
+@dataclass
+class SuffixRecord(Record):
+    """One suffix-drafting step.
+
+    ``match``: the length of the longest suffix of prompt + output (before the step) that occurred
+    earlier and was followed by a token (0: none, or too short to draft from). ``where``: what the
+    draft came from: "prompt" or "output" (the latest earlier occurrence of its first token's context
+    lies there), "earlier" (the cross-run store of earlier runs' outputs), "fallback" (Token
+    Recycling's matrix: the match was shorter than min_match), "" (no draft). ``source``: index in
+    prompt + output of the draft's first token in that latest occurrence (-1: earlier, fallback, none).
+    ``drafted``: nodes of the draft tree before a budget cut it. The tree as fed: ``tokens[i]`` with
+    parent ``parents[i]`` (-1: the current token) and ``scores[i]``, its frequency score (the
+    product of count(child) / count(children) along its path from the match; 0 for a fallback node).
+    ``path``: the accepted branch (indices into ``tokens``, root first; its length is how far the
+    draft matched).
+    """
+
+    match: Count
+    where: Literal[SUFFIX_WHERE]  # type: ignore[valid-type]
+    source: Int
+    drafted: Count
+    tokens: Tokens
+    parents: list[Int]
+    scores: list[Probability]
+    path: list[Count]
+
+    v1_origin: ClassVar[str] = "suffix"
+
+    @model_validator(mode="after")
+    def _one_tree(self):
+        if not len(self.tokens) == len(self.parents) == len(self.scores):
+            fail("", "one parent and score per tree node")
+        for i, p in enumerate(self.parents):
+            if not -1 <= p < i:
+                fail(f"parents[{i}]", f"must be -1 (the current token) or an earlier node (below {i}), got {p}")
+        if not all(0 <= i < len(self.tokens) for i in self.path) or not all(
+                self.parents[b] == a for a, b in zip([-1] + self.path, self.path)):
+            fail("path", "must be a branch of the tree from its root")
+        if self.drafted < len(self.tokens):
+            fail("drafted", f"must count the tree's nodes before a cut (at least {len(self.tokens)}), got {self.drafted}")
+        return self
+
+    def token_ids(self):
+        return self.tokens
+
+    def chains(self):  # one per leaf of the draft tree
+        return len(set(range(len(self.parents))) - set(self.parents))
+
+    def v1_guesses(self):
+        return "suffix", len(self.path)
+
+    def check_in(self, trace, where):
+        n_ids = len(trace.prompt_ids) + len(trace.output_ids)
+        if not -1 <= self.source < n_ids:
+            fail(f"{where}.source", f"must be -1 or an index into prompt + output (below {n_ids}), got {self.source}")
+
+
+SPEC = MethodSpec(
+    name="suffix", label="Suffix drafting", colour="#56B4E9", cls=SuffixDrafting, samples=True, record=SuffixRecord,
+    params=(
+        Param("max_match", 12, "longest suffix matched (tokens)", 1, 48, label="max match"),
+        Param("max_spec", 16, "most draft tokens per step (the tree's nodes)", 1, 64, label="max draft tokens", tuned=True),
+        Param("alpha", 1, "draft tokens per matched token (SuffixDecoding's max_spec_factor)", 1, 16,
+              label="alpha (draft per match)", tuned=True),
+        Param("min_prob", 10, "leave out continuations whose frequency score is under this (percent)", 0, 100,
+              label="min score (%)"),
+        Param("min_match", 2, "a shorter match hands the step to the fallback", 1, 16, label="min match", tuned=True),
+        Param("fallback", True, "draft from Token Recycling's matrix when the match is short", cli="--no-fallback",
+              label="Fall back to Token Recycling's matrix"),
+        Param("successors", 8, "top-k successors kept per token (the matrix's columns, the paper's k)", 1, 32,
+              label="k (successors per token)"),
+        Param("fallback_depth", 4, "levels of the fallback's draft tree", 1, 16, label="fallback depth"),
+        Param("fallback_width", 4, "branching and max nodes per level of the fallback's tree", 1, 32,
+              label="fallback width"),
+        Param("cross_run", False, "match earlier runs' outputs in this process too (SuffixDecoding's global tree)",
+              label="Match earlier runs' outputs too"),
+        BUDGET_PARAM,
+    ),
+    grid=({"max_spec": 16, "alpha": 1, "min_match": 2}, {"max_spec": 32, "alpha": 2, "min_match": 2},
+          {"max_spec": 8, "alpha": 1, "min_match": 3}),
+    topk_param="successors",
+)

@@ -1,0 +1,138 @@
+"""Suffix drafting views (decoding/methods/suffix.py, decoding.trace.SuffixRecord): the matched suffix
+in the text it came from, and the draft tree with the frequency scores that chose it.
+
+Plain data in, Plotly figures and escaped HTML out; no torch.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from viz.recycling import FED, tree_layout
+from viz.style import (BLACK, BLUE, GREY, PROVENANCE, base_layout, cell_label, empty_figure, esc, hover_label,
+                       legend_entries, piece, text_colour, token_texts)
+
+SUFFIX, RECYCLED = PROVENANCE["suffix"][0], PROVENANCE["recycled"][0]
+# what a token of the text is in a step's match (match_pieces) -> (background, legend label)
+MATCH_KINDS = {"suffix": ("#56B4E9", "the text's end: the suffix matched"),
+               "earlier": ("#F0E442", "its latest earlier occurrence"),
+               "next": ("#E69F00", "what followed it there: the draft's first token")}
+WHERE = {"prompt": "in the prompt", "output": "earlier in the output", "earlier": "in an earlier run's output",
+         "fallback": "nowhere long enough: Token Recycling's matrix drafted", "": "nowhere: no draft"}
+
+
+def suffix_steps(trace) -> list[int]:
+    """Indices of the steps that carry a suffix-drafting record."""
+    return [s.index for s in trace.steps if s.record is not None]
+
+
+def _rec(trace, si: int):
+    return next(s.record for s in trace.steps if s.index == si)
+
+
+def text_before(trace, si: int) -> list[int]:
+    """prompt + output as they stood before step ``si`` (the text the step matched against)."""
+    later = sum(len(s.tokens) for s in trace.steps if s.index >= si)
+    return list(trace.prompt_ids) + list(trace.output_ids[:len(trace.output_ids) - later])
+
+
+def match_pieces(trace, si: int, context: int = 12) -> list[tuple[int, int, str]]:
+    """The tokens to show for step ``si``'s match: (index in prompt + output, token, kind) with kind
+    "suffix", "earlier", "next", "" (context) or "gap" (token -1: text left out), in text order."""
+    ids, r = text_before(trace, si), _rec(trace, si)
+    kinds: dict[int, str] = {}
+    m, n = r.match, len(ids)
+    for i in range(max(n - m, 0), n):
+        kinds[i] = "suffix"
+    if r.where in ("prompt", "output") and 0 <= r.source < n:
+        for i in range(max(r.source - m, 0), r.source):
+            kinds.setdefault(i, "earlier")
+        kinds.setdefault(r.source, "next")
+    shown = set(range(max(n - m - context, 0), n))
+    if r.where in ("prompt", "output"):
+        shown |= set(range(max(r.source - m - context, 0), min(r.source + context, n)))
+    out, last = [], -1
+    for i in sorted(shown):
+        if last >= 0 and i > last + 1:
+            out.append((-1, -1, "gap"))
+        out.append((i, ids[i], kinds.get(i, "")))
+        last = i
+    return out
+
+
+def match_html(trace, si: int, context: int = 12) -> str:
+    """The text around step ``si``'s match as HTML: the suffix, its earlier occurrence and what followed it
+    highlighted (all model text escaped)."""
+    texts, spans = token_texts(trace), []
+    for i, t, kind in match_pieces(trace, si, context):
+        if kind == "gap":
+            spans.append('<span style="color:#777"> … </span>')
+            continue
+        bg = MATCH_KINDS[kind][0] if kind else "transparent"
+        label = MATCH_KINDS[kind][1] if kind else "context"
+        spans.append(f'<span title="{esc(label)} · index {i}" style="background:{bg};padding:1px 1px;border-radius:3px;'
+                     f'white-space:pre-wrap">{esc(piece(texts, t)).replace(chr(10), "↵<br>")}</span>')
+    legend = "".join(f'<span style="background:{c};padding:1px 6px;margin-right:6px;border-radius:3px;font-size:13px">'
+                     f'{esc(lab)}</span>' for c, lab in MATCH_KINDS.values())
+    return (f"<div>{legend}</div><div style=\"font-family:monospace;font-size:15px;line-height:1.9;\">"
+            + "".join(spans) + "</div>")
+
+
+def match_sentence(trace, si: int) -> str:
+    r = _rec(trace, si)
+    found = f"the last {r.match} tokens occurred {WHERE[r.where]}" if r.where in ("prompt", "output", "earlier") \
+        else f"the longest earlier match was {r.match} tokens; {WHERE[r.where]}"
+    cut = f" ({r.drafted} drafted, the budget fed {len(r.tokens)})" if r.drafted != len(r.tokens) else ""
+    return f"Step {si}: {found}; a tree of {len(r.tokens)} draft tokens{cut}, {len(r.path)} accepted."
+
+
+def tree_figure(trace, si: int) -> go.Figure:
+    """Step ``si``'s draft tree as fed (x = depth after the current token), each node labelled with its
+    frequency score; the accepted branch in black and coloured."""
+    r = _rec(trace, si)
+    if not r.tokens:
+        return empty_figure(f"Step {si} fed no draft: " + match_sentence(trace, si))
+    texts = token_texts(trace)
+    depth, y = tree_layout(r.parents)
+    root_y = (min(y) + max(y)) / 2
+    on = set(r.path)
+    accepted = RECYCLED if r.where == "fallback" else SUFFIX
+    fill = [accepted if i in on else FED for i in range(len(r.tokens))] + [BLUE]
+    xs, ys = depth + [0], y + [root_y]
+    fig = go.Figure()
+    for want in (False, True):
+        ex, ey = [], []
+        for i, p in enumerate(r.parents):
+            if (i in on) == want:
+                ex += [0 if p < 0 else depth[p], depth[i], None]
+                ey += [root_y if p < 0 else y[p], y[i], None]
+        fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color=BLACK if want else GREY, width=3 if want else 1)))
+    cur = text_before(trace, si)[-1]
+    labels = [f"{cell_label(piece(texts, t), 5)}<br>{s:.2f}" if r.where != "fallback" else cell_label(piece(texts, t), 5)
+              for t, s in zip(r.tokens, r.scores)] + [cell_label(piece(texts, cur), 5)]
+    hover = [f"{hover_label(piece(texts, t))} (id {t}), score {s:.3f}" for t, s in zip(r.tokens, r.scores)]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=labels, showlegend=False, hoverinfo="text",
+                             hovertext=hover + [f"{hover_label(piece(texts, cur))}, the current token"],
+                             marker=dict(symbol="square", size=30, color=fill, line=dict(color="#333333", width=1)),
+                             textfont=dict(size=10, color=[text_colour(f) for f in fill])))
+    legend_entries(fig, [(BLUE, "current token"), (FED, "draft token (fed, rejected or not reached)"),
+                         (accepted, "accepted (the matched branch)")])
+    fig.update_xaxes(range=[-0.6, max(depth) + 0.6], dtick=1, title="depth after the current token", zeroline=False)
+    fig.update_yaxes(visible=False)
+    store = " [cross-run store of earlier outputs: on]" if trace.params.get("cross_run") else ""
+    base_layout(fig, esc(match_sentence(trace, si)) + store, max(360, 160 + 34 * (max(y) + 1)))
+    return fig
+
+
+def summary_sentence(trace) -> str:
+    """How the run drafted: steps from a suffix match (and its median length), from the fallback, none."""
+    recs = [s.record for s in trace.steps if s.record is not None]
+    sfx = sorted(r.match for r in recs if r.where in ("prompt", "output", "earlier"))
+    fb = sum(r.where == "fallback" for r in recs)
+    tokens = sum(o == "suffix" for s in trace.steps for o in s.origins)
+    med = f" (median match {sfx[len(sfx) // 2]} tokens)" if sfx else ""
+    store = " The cross-run store of earlier outputs was on." if trace.params.get("cross_run") else ""
+    return (f"{len(sfx)} of {len(recs)} steps drafted from a suffix match{med}, {fb} from Token Recycling's matrix "
+            f"(the fallback), {len(recs) - len(sfx) - fb} had no draft; {tokens} of {len(trace.output_ids)} output "
+            f"tokens came from suffix drafts.{store}")
