@@ -3,6 +3,7 @@
 import streamlit as st
 
 from decoding import analysis
+from decoding.budget import is_auto
 from app_pages.common import ui
 from viz import jacobi, style
 
@@ -25,6 +26,10 @@ if t is not None:
     if len(spans) > 1:
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
+    if is_auto(t.params):
+        st.caption("Step budget auto: n is an upper bound. Each iteration fed only the first unconverged guesses "
+                   "that paid on this machine (the step budget below); the Jacobi update refined those and the next "
+                   "one, and the guesses not fed kept their values for a later iteration.")
     st.caption(jacobi.HINDSIGHT)
     st.markdown(jacobi.DEFINITIONS)
     ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")
@@ -36,3 +41,4 @@ if t is not None:
         st.markdown("**Per block: tokens, iterations, fast-forwarded and stationary tokens** (extra_committed: "
                     "tokens committed beyond one per iteration)")
         st.dataframe(analysis.jacobi_counts(t), hide_index=True)
+    ui.budget_section(t, "jacobi")

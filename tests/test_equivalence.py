@@ -15,6 +15,7 @@ SETTINGS = [
     ("jacobi", {"n": 2}),
     ("jacobi", {"n": 4}),
     ("jacobi", {"n": 16}),
+    ("jacobi", {"n": 16, "budget": "auto"}),  # cost-aware: this machine's costs
     ("lookahead", {"W": 3, "N": 3, "G": 3}),
     ("lookahead", {"W": 5, "N": 4, "G": 5}),
     ("lookahead", {"W": 7, "N": 5, "G": 7}),

@@ -5,6 +5,15 @@ drawn from the prompt. Each iteration feeds the unconverged part of the block; t
 fed row is the new guess for the next position (the Jacobi update), and the guesses that did not
 change are committed (they form one chain, verified like any other). The block ends when all n
 positions are committed; its final tokens are its fixed point.
+
+With ``budget="auto"`` (issue 20: the CLLM's convergence as wall-clock speed on a CPU) n is an
+upper bound: each iteration feeds the prefix of the unconverged guesses that pays on this
+hardware (decoding/budget.py: the run's measured step costs against the acceptance of a guess,
+learnt in the run per how often that guess has been refined: "fresh" (never fed), "refined1",
+"refined2", "refined3+"). The fed guesses and the next position get the Jacobi update; the guesses
+not fed keep their values (and their refinement count) for a later iteration. A base model whose
+guesses are rarely right then decodes nearly as AR does; a consistency-trained one, whose refined
+guesses converge, feeds more.
 """
 
 from __future__ import annotations
@@ -15,10 +24,21 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
+from ..budget import Acceptance, Budget, DraftTree, is_auto
 from ..records import Count, Gram, Positive, Record, fail
 from ..verify import Chain, Proposal
 from .base import Method
-from .spec import MethodSpec, Param
+from .spec import BUDGET_PARAM, MethodSpec, Param
+
+# the acceptance of a guess by how often it was refined (fed and updated); fresh guesses are tokens
+# drawn from the prompt, almost never right
+REFINED = ("fresh", "refined1", "refined2", "refined3+")
+PRIORS = {"fresh": 0.02, "refined1": 0.15, "refined2": 0.2, "refined3+": 0.25}
+
+
+def jacobi_origin(source: str) -> str:
+    """Every accepted Jacobi guess has the origin "jacobi" (however often it was refined)."""
+    return "jacobi"
 
 
 class Jacobi(Method):
@@ -27,6 +47,7 @@ class Jacobi(Method):
         self.rng = random.Random(params["seed"])
         self.blocks: list[JacobiBlock] = []
         self.index = -1
+        self.budget = Budget(run.costs, Acceptance(dict(PRIORS), deep=PRIORS["refined1"])) if is_auto(params) else None
         self._new_block(run)
 
     def trace_fields(self):
@@ -39,15 +60,29 @@ class Jacobi(Method):
         guesses = min(self.p["n"] - 1, run.max_new_tokens - len(run.output))
         self.block = [run.cur] + [self.rng.choice(run.prompt_ids) for _ in range(guesses)]
         self.c = 0  # block positions < c are committed (their KV is cached); c is the current token
+        self.refined = [0] * len(self.block)  # per position: how often its guess was fed and updated
 
     def propose(self, run) -> Proposal:
         guesses = self.block[self.c + 1:]
-        return Proposal(guesses, [Chain(guesses, list(range(1, len(guesses) + 1)), "jacobi")])
+        if self.budget is None:
+            return Proposal(guesses, [Chain(guesses, list(range(1, len(guesses) + 1)), "jacobi")])
+        tree = DraftTree()  # one chain, each guess's source its refinement
+        for d in range(1, len(guesses) + 1):
+            tree.add(guesses[:d], REFINED[min(self.refined[self.c + d], len(REFINED) - 1)])
+        return self.budget.propose(tree, run, jacobi_origin)
 
     def update(self, run, proposal, verdict, argmax, committed):
-        before = self.block
-        self.block = before[:self.c + 1] + argmax[:len(proposal.tokens)]  # the Jacobi update
-        rec = JacobiRecord(self.index, self.iteration, self.c, before, self.block, len(verdict.keep))
+        before, g, c = self.block, len(proposal.tokens), self.c
+        if self.budget is not None:
+            self.budget.learn(proposal, verdict)
+        # the Jacobi update: fed row i predicts block position c + 1 + i. Fed in full, the last row's
+        # prediction lies past the block; fed in part, it refines the first guess not fed.
+        new = argmax[:min(g + 1, len(before) - 1 - c)]
+        self.block = before[:c + 1] + new + before[c + 1 + len(new):]
+        for i in range(c + 1, c + 1 + len(new)):
+            self.refined[i] += 1
+        rec = JacobiRecord(self.index, self.iteration, c, before, self.block, len(verdict.keep),
+                           None if self.budget is None else g)
         self.c += len(verdict.keep)
         self.iteration += 1
         if self.c >= len(self.block) or run.done:
@@ -83,6 +118,8 @@ class JacobiRecord(Record):
     ``before`` / ``after`` are the block's n-token state (position 0 is the token the block started
     from, always right). Positions ``< start`` were committed by earlier iterations; this iteration
     fed positions ``start..`` and committed positions ``start .. start + committed - 1``.
+    ``fed``: with ``budget="auto"``, the guesses fed (positions ``start + 1 .. start + fed``; the
+    Jacobi update also refined position ``start + fed + 1``, the others kept their guess); None: all.
     """
 
     block: Count
@@ -91,6 +128,7 @@ class JacobiRecord(Record):
     before: Gram
     after: Gram
     committed: Positive
+    fed: Count | None = None
 
     trace_fields: ClassVar[dict] = {"blocks": list[JacobiBlock]}
     v1_origin: ClassVar[str] = "jacobi"
@@ -104,6 +142,10 @@ class JacobiRecord(Record):
             fail("start", f"must be a position of the block (below {n}), got {self.start}")
         if self.committed > n - self.start:
             fail("committed", f"must be at most the {n - self.start} positions from start on, got {self.committed}")
+        if self.fed is not None and self.fed > n - 1 - self.start:
+            fail("fed", f"must be at most the {n - 1 - self.start} guesses after start, got {self.fed}")
+        if self.fed is not None and self.committed > self.fed + 1:
+            fail("committed", f"must be at most the {self.fed} guesses fed and the model's own token, got {self.committed}")
         return self
 
     def token_ids(self):
@@ -145,6 +187,7 @@ SPEC = MethodSpec(
     params=(
         Param("n", 16, "block size", 1, 256, label="n (tokens per block)", tuned=True),
         Param("seed", 0, "seed of the initial guesses", 0, 2**31 - 1),
+        BUDGET_PARAM,
     ),
     grid=({"n": 4}, {"n": 8}, {"n": 16}),
 )
