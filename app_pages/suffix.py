@@ -20,7 +20,8 @@ if t is not None:
                    "token (Max new tokens 1).")
         st.stop()
     st.markdown(suffix.summary_sentence(t))
-    si = st.select_slider("Step", options=steps, key="suffix_step")
+    si = st.select_slider("Step (it opens on the step whose draft matched furthest)", options=steps,
+                          value=suffix.best_step(t), key="suffix_step")
     st.markdown(suffix.match_sentence(t, si))
     st.markdown(suffix.match_html(t, si), unsafe_allow_html=True)  # model text escaped by match_html
     ui.chart(suffix.tree_figure, t, si, key="suffix_tree")

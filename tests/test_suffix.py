@@ -286,7 +286,9 @@ def test_tree_figure_draws_the_fed_tree_with_its_scores(cyc):
     assert len(nodes.x) == len(r.tokens) + 1  # the current token too
     assert list(nodes.marker.color).count(PROVENANCE["suffix"][0]) == len(r.path)
     assert all(f"{s:.2f}" in lab for s, lab in zip(r.scores, nodes.text))
-    assert fig.layout.title.text.endswith(f"{len(r.path)} accepted.")
+    assert fig.layout.title.text.endswith(f"{len(r.tokens)} tokens, {len(r.path)} accepted")
+    best = S.best_step(tr)
+    assert len(tr.steps[best].record.path) == max(len(s.record.path) for s in tr.steps)
     none = next((s.index for s in tr.steps if not s.record.tokens), None)
     if none is not None:
         assert "fed no draft" in S.tree_figure(tr, none).layout.annotations[0].text

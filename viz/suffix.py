@@ -78,6 +78,12 @@ def match_html(trace, si: int, context: int = 12) -> str:
             + "".join(spans) + "</div>")
 
 
+def best_step(trace) -> int | None:
+    """The step to open on: the one whose draft matched furthest (the first such), None without steps."""
+    steps = [s for s in trace.steps if s.record is not None]
+    return max(steps, key=lambda s: (len(s.record.path), len(s.record.tokens), -s.index)).index if steps else None
+
+
 def match_sentence(trace, si: int) -> str:
     r = _rec(trace, si)
     found = f"the last {r.match} tokens occurred {WHERE[r.where]}" if r.where in ("prompt", "output", "earlier") \
@@ -91,7 +97,7 @@ def tree_figure(trace, si: int) -> go.Figure:
     frequency score; the accepted branch in black and coloured."""
     r = _rec(trace, si)
     if not r.tokens:
-        return empty_figure(f"Step {si} fed no draft: " + match_sentence(trace, si))
+        return empty_figure(f"Step {si} fed no draft (no earlier match, no fallback successors)")
     texts = token_texts(trace)
     depth, y = tree_layout(r.parents)
     root_y = (min(y) + max(y)) / 2
@@ -121,7 +127,8 @@ def tree_figure(trace, si: int) -> go.Figure:
     fig.update_xaxes(range=[-0.6, max(depth) + 0.6], dtick=1, title="depth after the current token", zeroline=False)
     fig.update_yaxes(visible=False)
     store = " [cross-run store of earlier outputs: on]" if trace.params.get("cross_run") else ""
-    base_layout(fig, esc(match_sentence(trace, si)) + store, max(360, 160 + 34 * (max(y) + 1)))
+    title = f"Step {si}'s draft tree: {len(r.tokens)} tokens, {len(r.path)} accepted"
+    base_layout(fig, esc(title) + store, max(360, 160 + 34 * (max(y) + 1)))
     return fig
 
 
