@@ -5,6 +5,7 @@
     decoding/methods/lookahead.py  lookahead decoding (+ lookahead_pool.py, lookahead_mask.py)
     decoding/methods/pld.py        prompt lookup
     decoding/methods/recycling.py  Token Recycling (adjacency matrix of top-k successors, draft tree)
+    decoding/methods/suffix.py     suffix drafting (suffix trie over prompt + output, Token Recycling fallback)
 
 Each file ends with a ``SPEC`` (decoding.methods.spec.MethodSpec): the class, display name, colour,
 parameters with defaults, bounds and help, whether it samples, and its tuning grid. The CLI flags,
@@ -16,7 +17,9 @@ No torch here (the app's figures and the trace validator import this).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from . import ar, jacobi, lookahead, pld, recycling, suffix
 from .spec import ConfigError, MethodSpec, Param
@@ -54,17 +57,35 @@ def resolve_params(method: str, params: dict[str, Any] | None) -> dict[str, Any]
     return out
 
 
+_Int = Annotated[int, Strict()]  # no true for 1
+_Num = _Int | Annotated[float, Strict(), Field(allow_inf_nan=False)]
+
+
+class SamplingParams(BaseModel):
+    """The sampling group's types and bounds (the one place they are checked)."""
+
+    model_config = ConfigDict(extra="forbid")
+    temperature: Annotated[_Num, Field(ge=0, le=100)] = SAMPLING_DEFAULTS["temperature"]
+    top_k: Annotated[_Int, Field(ge=0, le=1_000_000)] = SAMPLING_DEFAULTS["top_k"]
+    top_p: Annotated[_Num, Field(gt=0, le=1)] = SAMPLING_DEFAULTS["top_p"]
+    sample_seed: Annotated[_Int, Field(ge=0, lt=2**63)] = SAMPLING_DEFAULTS["sample_seed"]
+
+
+SAMPLING_RULES = {  # the sentence for a refused value
+    "temperature": "temperature must be a number between 0 (greedy) and 100",
+    "top_k": "top_k must be an integer >= 0 (0: off)",
+    "top_p": "top_p must be a number in (0, 1] (1: off)",
+    "sample_seed": "sample_seed must be a non-negative integer",
+}
+
+
 def _resolve_sampling(s: MethodSpec, given: dict[str, Any]) -> dict[str, Any]:
-    d = SAMPLING_DEFAULTS | given
-    t, k, p, seed = d["temperature"], d["top_k"], d["top_p"], d["sample_seed"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 100:
-        raise ConfigError(f"temperature must be a number between 0 (greedy) and 100, got {t!r}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 1_000_000:
-        raise ConfigError(f"top_k must be an integer >= 0 (0: off), got {k!r}")
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
-        raise ConfigError(f"top_p must be a number in (0, 1] (1: off), got {p!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ConfigError(f"sample_seed must be a non-negative integer, got {seed!r}")
+    try:
+        d = SamplingParams.model_validate(given)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        raise ConfigError(f"{SAMPLING_RULES[str(err['loc'][0])]}, got {err.get('input')!r}") from None
+    t, k, p, seed = d.temperature, d.top_k, d.top_p, d.sample_seed
     if t == 0:
         return {}  # greedy: top_k / top_p / sample_seed have nothing to act on
     if not s.samples:
