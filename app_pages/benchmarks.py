@@ -39,6 +39,25 @@ with st.expander("How these numbers were made"):
     st.markdown(esc(src.get("speedup", "")))
     st.markdown(esc(src.get("file", "")))
 
+DRAFTERS = ui.ASSETS / "bench_drafters_cpu.json"
+try:
+    drafters = json.loads(DRAFTERS.read_text(encoding="utf-8"))
+except (OSError, ValueError):
+    drafters = None
+if drafters is not None:
+    st.subheader("The drafters side by side, and the edit workload")
+    st.markdown("Suffix drafting (a suffix trie over prompt + output: the longest earlier match and what followed it, "
+                "a draft sized by the match) against prompt lookup, Token Recycling and lookahead, with fixed and "
+                "cost-aware (`:auto`) budgets, on one Spec-Bench prompt per category and on the edit workload "
+                "(`edit_code`, `edit_doc`: the same file rewritten with one small change per turn, the prompt carrying "
+                "it; benchmarks/edits). The edit workload is where a drafter that copies long spans should win.")
+    dsrc = drafters["source"]
+    st.caption(" · ".join(esc(f"{k}: {dsrc[k]}") for k in ("model", "date", "machine", "prompts", "settings") if k in dsrc))
+    ui.chart(bench.tokens_per_step_figure, drafters, key="bench_drafters_tps")
+    ui.chart(bench.speedup_figure, drafters, key="bench_drafters_speedup")
+    with st.expander("How these numbers were made"):
+        st.markdown(esc(dsrc.get("command", "")))
+
 st.subheader("The scaling law (lookahead paper)")
 st.markdown("The lookahead paper shows the steps compression growing with the window width W for each n-gram size "
             "N, and with the FLOPs spent per step (log scale). The same grid on the lab's model, with the paper's "

@@ -112,7 +112,8 @@ def method(prompt, output, **params) -> SuffixDrafting:
 
 
 @pytest.mark.parametrize("params,room,n", [
-    ({}, 30, 2),  # alpha 1 x match 2
+    ({"alpha": 1}, 30, 2),  # alpha 1 x match 2
+    ({}, 30, 4),  # the default alpha 2
     ({"alpha": 2}, 30, 4),
     ({"alpha": 16, "max_spec": 3}, 30, 3),  # capped
     ({"alpha": 2}, 1, 1),  # what is left of max_new_tokens
@@ -249,9 +250,10 @@ def test_cost_script_measures_a_text_with_repeats():
     spec.loader.exec_module(mod)
     seq = mod.text(300, 50_000, 0.5, 0)
     assert len(seq) == 300 and len(set(seq)) < 280  # copied spans repeat ids
-    r = mod.measure(seq, resolve_params("suffix", None))
+    p = resolve_params("suffix", None)
+    r = mod.measure(seq, p)
     assert r["update_us"] > 0 and r["draft_us"] > 0 and r["draft_tokens"] > 0
-    assert r["nodes"] == len(trie(seq, 28).count)
+    assert r["nodes"] == len(trie(seq, p["max_match"] + p["max_spec"]).count)
 
 
 # ---- the views (viz/suffix.py, app_pages/suffix.py) -----------------------------------------------------

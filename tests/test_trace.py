@@ -67,9 +67,22 @@ def test_not_a_trace(text):
 # ---- issue 19: each method owns its record; schema 3; filled-in parameters -----------------------------
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SHIPPED = sorted(ASSETS.glob("example_*.json")) + sorted((ASSETS / "cllm").glob("*_jacobi.json"))
+# the examples made before schema 3 (regenerating them decodes the same: scripts/make_example_traces.py --check)
+OLDER = [p for p in SHIPPED if json.loads(p.read_text())["version"] in (1, 2)]
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_traces_load_and_round_trip(path):
+    t = Trace.load(str(path))
+    assert t.version == SCHEMA_VERSION and t.steps
+    assert Trace.from_dict(t.to_dict()) == t
+
+
+def test_older_schemas_are_still_among_the_shipped_traces():
+    assert len(OLDER) >= 6 and {json.loads(p.read_text())["method"] for p in OLDER} >= {"ar", "jacobi", "lookahead", "pld", "tr"}
+
+
+@pytest.mark.parametrize("path", OLDER, ids=lambda p: p.name)
 def test_shipped_traces_of_older_schemas_load_into_their_methods_records(path):
     from decoding.methods import REGISTRY
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from decoding.methods import REGISTRY
 from viz.style import BLACK, GREY, METHOD_COLOURS, METHOD_NAMES, base_layout, empty_figure, esc, method_colour, method_name
 
 # AR is 1 by definition; generate is AR by another loop; ":auto": the cost-aware step budget
-SHOWN = ("jacobi", "lookahead", "lookahead:auto", "pld", "pld:auto", "tr", "tr:auto")
+# every method of the registry but AR, each with its budgeted variant (shown where an asset has it)
+SHOWN = tuple(v for m in REGISTRY if m != "ar" for v in (m, f"{m}:auto"))
 
 # What the papers report (their models and hardware, not measured here).
 PUBLISHED: list[dict] = [
@@ -74,6 +76,9 @@ def category_sentence(asset: dict, category: str) -> str:
         words += ", because its draft tree tries the model's earlier top-k successors of several tokens at once"
     elif top == "pld":
         words += ", because the answer copies long spans of the prompt and prompt lookup drafts up to k tokens of a span in one step (a lookahead candidate has at most N-1)"
+    elif top == "suffix":
+        words += (", because the answer repeats long stretches of the text and suffix drafting drafts what followed "
+                  "the longest earlier match, more tokens for a longer match")
     elif top == "lookahead" and "pld" in tps:
         words += f" (prompt lookup {tps['pld']:.2f}): its window and pool find n-grams the prompt does not hold"
     if fast:
@@ -107,7 +112,7 @@ def tokens_per_step_figure(asset: dict | None) -> go.Figure:
     """Tokens per step per category and method (AR = 1): what a step commits, on any hardware."""
     if not asset or not asset.get("rows"):
         return empty_figure("No benchmark asset.")
-    return _bars(asset, "tokens_per_step", "Tokens per step per Spec-Bench category (the same on any hardware)",
+    return _bars(asset, "tokens_per_step", "Tokens per step per category (the same on any hardware)",
                  "tokens per step (AR = 1)")
 
 

@@ -318,8 +318,8 @@ SPEC = MethodSpec(
     name="suffix", label="Suffix drafting", colour="#56B4E9", cls=SuffixDrafting, samples=True, record=SuffixRecord,
     params=(
         Param("max_match", 12, "longest suffix matched (tokens)", 1, 48, label="max match"),
-        Param("max_spec", 16, "most draft tokens per step (the tree's nodes)", 1, 64, label="max draft tokens", tuned=True),
-        Param("alpha", 1, "draft tokens per matched token (SuffixDecoding's max_spec_factor)", 1, 16,
+        Param("max_spec", 32, "most draft tokens per step (the tree's nodes)", 1, 64, label="max draft tokens", tuned=True),
+        Param("alpha", 2, "draft tokens per matched token (SuffixDecoding's max_spec_factor)", 1, 16,
               label="alpha (draft per match)", tuned=True),
         Param("min_prob", 10, "leave out continuations whose frequency score is under this (percent)", 0, 100,
               label="min score (%)"),

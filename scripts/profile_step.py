@@ -1,0 +1,111 @@
+"""Where a decoding step's time goes (issue 21, item 1): torch.profiler over decode steps that feed
+1 (AR), 4 and 8 tokens after a cached context, the operators' self CPU time grouped as linear
+products, attention, norms and rotary, KV-cache operations, the logits head's softmax/argmax, and
+the rest (dispatch, Python, small ops), beside the time to read the weights once.
+
+    python scripts/profile_step.py [--kernel auto|skinny|stock] [--context 256] [--steps 40]
+
+Run it on an idle machine (it prints the load average): the shares are what the issue decides from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+from transformers import DynamicCache
+
+from decoding.loop import cache_kw
+from decoding.model import load_model
+
+# operator name (substring, lower case) -> group; the first match wins
+GROUPS = (
+    ("linear", ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "aten::bmm", "skinny", "mkl")),
+    ("attention", ("scaled_dot_product", "flash_attention", "aten::_softmax", "aten::softmax", "baddbmm")),
+    ("norms and rotary", ("rms", "aten::pow", "aten::rsqrt", "aten::mean", "aten::cos", "aten::sin", "rotate",
+                          "aten::neg")),
+    ("kv cache", ("aten::cat", "aten::copy_", "aten::index_select", "aten::slice", "aten::narrow", "aten::contiguous")),
+    ("activations", ("aten::silu", "aten::mul", "aten::add", "aten::gelu")),
+)
+
+
+def group(name: str) -> str:
+    low = name.lower()
+    for g, keys in GROUPS:
+        if any(k in low for k in keys):
+            return g
+    return "other ops"
+
+
+def weight_read_seconds(model, repeats: int = 20) -> float:
+    """Median time to read every parameter once (a sum over each): the bandwidth floor of a step."""
+    params = [p.detach() for p in model.parameters()]
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for p in params:
+            p.sum()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def profile(lm, context: int, k: int, steps: int) -> tuple[float, dict[str, float]]:
+    """(median wall seconds per step, self CPU seconds per step by group) of ``steps`` k-token steps."""
+    model = lm.model
+    kw = cache_kw(type(model))
+    ids = torch.randint(100, 1000, (1, context))
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids, use_cache=True, **{kw: cache})
+        step = torch.randint(100, 1000, (1, k))
+
+        def one():
+            model(input_ids=step, use_cache=True, **{kw: cache})
+            cache.crop(-k)  # the next step sees the same context
+
+        for _ in range(5):
+            one()
+        wall = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            one()
+            wall.append(time.perf_counter() - t)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                one()
+    by: dict[str, float] = {}
+    for ev in prof.key_averages():
+        by[group(ev.key)] = by.get(group(ev.key), 0.0) + ev.self_cpu_time_total / 1e6 / steps
+    return statistics.median(wall), by
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"])
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--sizes", default="1,4,8")
+    a = ap.parse_args(argv)
+    lm = load_model(None, device="cpu", kernel=a.kernel)
+    print(f"load average {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}; kernel {lm.kernel}; "
+          f"context {a.context} tokens")
+    floor = weight_read_seconds(lm.model)
+    print(f"reading the weights once: {floor * 1e3:.1f} ms")
+    names = [g for g, _ in GROUPS] + ["other ops"]
+    base = None
+    for k in (int(x) for x in a.sizes.split(",")):
+        wall, by = profile(lm, a.context, k, a.steps)
+        base = base or wall
+        ops = sum(by.values())
+        parts = ", ".join(f"{g} {by.get(g, 0) * 1e3:.1f} ms ({by.get(g, 0) / wall:.0%})" for g in names)
+        print(f"{k} token(s): {wall * 1e3:.1f} ms per step ({wall / base:.2f}x the 1-token step, {wall / floor:.2f}x "
+              f"the weight read); operators' self time {ops * 1e3:.1f} ms: {parts}; outside the operators "
+              f"(Python, the loop) {max(0.0, wall - ops) * 1e3:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
