@@ -43,13 +43,16 @@ def main() -> None:
     ap.add_argument("--out", default="assets")
     ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--no-chat", action="store_true")
+    ap.add_argument("--kernel", default="skinny", choices=["auto", "skinny", "stock"],
+                    help="the linear layers' product (skinny, as every shipped example; auto measures, and on a busy "
+                         "machine may pick stock)")
     ap.add_argument("--only", default="", help="comma list of examples to make (default: all)")
     ap.add_argument("--check", action="store_true", help="regenerate into a temporary folder and compare with --out's files")
     a = ap.parse_args()
     shipped = a.out
     if a.check:
         a.out = tempfile.mkdtemp(prefix="examples-")
-    lm = load_model(None, device="cpu", progress=print)
+    lm = load_model(None, device="cpu", progress=print, kernel=a.kernel)
     chat = not a.no_chat
     ids = lm.encode(a.prompt, chat=chat)
     os.makedirs(a.out, exist_ok=True)

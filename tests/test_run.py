@@ -34,7 +34,7 @@ def test_bad_config_fails_before_work(lm, method, params, kw, msg):
 
 def test_defaults_are_filled():
     assert resolve_params("lookahead", {"W": 7})["N"] == 4
-    assert resolve_params("jacobi", None) == {"n": 16, "seed": 0}
+    assert resolve_params("jacobi", None) == {"n": 16, "seed": 0, "budget": "fixed"}
 
 
 def test_steps_stream_and_stop_early(lm):

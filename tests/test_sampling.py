@@ -265,7 +265,7 @@ def test_bad_sampling_params(lm, method, params, msg):
 
 
 def test_jacobi_at_temperature_zero_is_still_fine(lm):
-    assert decode(lm, [1, 2, 3], "jacobi", {"n": 4, "temperature": 0}, 8).params == {"n": 4, "seed": 0}
+    assert decode(lm, [1, 2, 3], "jacobi", {"n": 4, "temperature": 0}, 8).params == {"n": 4, "seed": 0, "budget": "fixed"}
 
 
 def test_trace_round_trip_with_sampling_records(lm):
