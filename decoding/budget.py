@@ -345,3 +345,12 @@ class Budget:
         accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
         observe_tree(fed.tree, fed.nodes, accepted, self.acc)
         return accepted
+
+
+def accepted_path(budget: Budget | None, proposal: Proposal, verdict: Verdict) -> list[int]:
+    """The accepted branch of a fed draft tree as indices into the fed tokens, root first; with a
+    budget, its acceptance estimates learn from the step first."""
+    fed = proposal.tree
+    nodes = budget.learn(proposal, verdict) if budget else fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
+    pos = {node: i for i, node in enumerate(fed.nodes)}
+    return [pos[n] for n in nodes]

@@ -73,6 +73,16 @@ Try = Annotated[tuple[Count, TokenId, Probability, Bool], BeforeValidator(_a_try
 
 
 # ---- a method's record ----------------------------------------------------------------------------
+def check_tree(parents: list[int], path: list[int], n: int) -> None:
+    """The rules of a draft tree of ``n`` fed nodes (Token Recycling's and suffix drafting's records):
+    each node's parent comes before it (-1: the current token), and ``path`` is a branch from the root."""
+    for i, p in enumerate(parents):
+        if not -1 <= p < i:
+            fail(f"parents[{i}]", f"must be -1 (the current token) or an earlier node (below {i}), got {p}")
+    if not all(0 <= i < n for i in path) or not all(parents[b] == a for a, b in zip([-1] + path, path)):
+        fail("path", "must be a branch of the tree from its root")
+
+
 class Record:
     """The base of a method's per-step record (a dataclass in the method's file, named by its
     MethodSpec.record). Each method overrides what applies to it; the defaults suit a record that

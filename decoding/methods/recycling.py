@@ -31,8 +31,8 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, Budget, DraftTree, feed, is_auto
-from ..records import Count, Gram, Int, Record, Tokens, fail
+from ..budget import Acceptance, Budget, DraftTree, accepted_path, feed, is_auto
+from ..records import Count, Gram, Int, Record, Tokens, check_tree, fail
 from ..verify import Proposal, StepContext
 from .base import Method
 from .spec import BUDGET_PARAM, MethodSpec, Param
@@ -105,12 +105,7 @@ class TokenRecycling(Method):
 
     def update(self, ctx, proposal, verdict, argmax, committed, topk=None):
         fed = proposal.tree
-        if self.budget:
-            accepted = self.budget.learn(proposal, verdict)
-        else:
-            accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
-        pos = {node: i for i, node in enumerate(fed.nodes)}
-        path = [pos[n] for n in accepted]
+        path = accepted_path(self.budget, proposal, verdict)
         written, n = write_rows(self.matrix, [fed.root] + list(proposal.tokens), path, topk)
         return RecyclingRecord(list(proposal.tokens), list(fed.parents), [fed.tree.nodes[i].tag for i in fed.nodes],
                                path, written, n)
@@ -158,12 +153,7 @@ class RecyclingRecord(Record):
     def _one_tree(self):
         if not len(self.tokens) == len(self.parents) == len(self.cols):
             fail("", "one parent and column per tree node")
-        for i, p in enumerate(self.parents):
-            if not -1 <= p < i:
-                fail(f"parents[{i}]", f"must be -1 (the current token) or an earlier node (below {i}), got {p}")
-        if not all(0 <= i < len(self.tokens) for i in self.path) or not all(
-                self.parents[b] == a for a, b in zip([-1] + self.path, self.path)):
-            fail("path", "must be a branch of the tree from its root")
+        check_tree(self.parents, self.path, len(self.tokens))
         if self.n_written < len(self.written):
             fail("n_written", f"must count the rows written (at least {len(self.written)}), got {self.n_written}")
         return self

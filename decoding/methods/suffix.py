@@ -40,8 +40,8 @@ from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, Budget, DraftTree, feed, is_auto
-from ..records import Count, Int, Probability, Record, Tokens, fail
+from ..budget import Acceptance, Budget, DraftTree, accepted_path, feed, is_auto
+from ..records import Count, Int, Probability, Record, Tokens, check_tree, fail
 from ..verify import Proposal, StepContext
 from .base import Method
 from .recycling import prompt_rows, walk, write_rows
@@ -225,12 +225,7 @@ class SuffixDrafting(Method):
 
     def update(self, ctx, proposal, verdict, argmax, committed, topk=None):
         fed, match = proposal.tree, proposal.note
-        if self.budget:
-            accepted = self.budget.learn(proposal, verdict)
-        else:
-            accepted = fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
-        pos = {node: i for i, node in enumerate(fed.nodes)}
-        path = [pos[n] for n in accepted]
+        path = accepted_path(self.budget, proposal, verdict)
         if self.p["fallback"] and topk is not None:
             write_rows(self.matrix, [fed.root] + list(proposal.tokens), path, topk)
         for t in committed:
@@ -289,12 +284,7 @@ class SuffixRecord(Record):
     def _one_tree(self):
         if not len(self.tokens) == len(self.parents) == len(self.scores):
             fail("", "one parent and score per tree node")
-        for i, p in enumerate(self.parents):
-            if not -1 <= p < i:
-                fail(f"parents[{i}]", f"must be -1 (the current token) or an earlier node (below {i}), got {p}")
-        if not all(0 <= i < len(self.tokens) for i in self.path) or not all(
-                self.parents[b] == a for a, b in zip([-1] + self.path, self.path)):
-            fail("path", "must be a branch of the tree from its root")
+        check_tree(self.parents, self.path, len(self.tokens))
         if self.drafted < len(self.tokens):
             fail("drafted", f"must count the tree's nodes before a cut (at least {len(self.tokens)}), got {self.drafted}")
         return self
