@@ -31,19 +31,27 @@ if t is not None:
                     "is tried; when none is left, a token is drawn from what remains. This keeps the text "
                     "distributed exactly as AR sampling. The window still moves by the model's argmax.")
         ui.chart(sampling.decisions_figure, t, page, key="la_sampling")
-    st.subheader("The n-gram pool")
-    left, right = st.columns([3, 2])
+    st.subheader("One step, everything at once")
+    st.markdown("One step control for the window (the position view: each column's n-gram is a diagonal), the "
+                "pool's n-grams for the current token, which of them were verified as candidates, and the "
+                "attention mask this step really used, labelled with the tokens it fed.")
+    si = ui.step_picker("Step", steps, key="la_step", start=lookahead.telling_step(t))
+    ui.chart(lookahead.position_still, t, si, key="la_still")
+    left, right = st.columns([2, 3])
     with left:
-        ui.chart(lookahead.pool_graph_animation, t, page, key="la_pool_graph")
+        ui.chart(lookahead.pool_entries_figure, t, si, key="la_entries")
     with right:
-        si = st.select_slider("Pool before step", options=steps, key="la_pool_step")
+        ui.chart(lookahead.step_mask_figure, t, si, key="la_step_mask")
+    with st.expander("The whole pool before this step (every key)"):
         rows = lookahead.pool_rows(t, si)
-        st.caption(f"{len(rows)} n-grams under {len({r['key id'] for r in rows})} keys (oldest first per key)")
-        st.dataframe(rows, hide_index=True, height=420)
-    st.subheader("The attention mask of one step")
-    W, N, G = (t.params[k] for k in ("W", "N", "G"))  # as the run had them (defaults filled in on loading)
-    c1, c2 = st.columns(2)
-    levels = c1.slider("Window levels (fewer while the window fills)", 1, max(N - 1, 1), max(N - 1, 1), key="la_levels") \
-        if N > 2 else 1
-    cands = c2.slider("Candidates verified this step", 0, max(G, 1), min(G, 2), key="la_cands")
-    ui.chart(lookahead.mask_figure, W, N, cands, levels, key="la_mask")
+        st.caption(f"{len(rows)} n-grams under {len({r['key id'] for r in rows})} keys (oldest first per key); "
+                   "the graph: each key token with its continuations, the current token's in black.")
+        ui.chart(lookahead.pool_graph_still, t, si, key="la_pool_graph")
+        st.dataframe(rows, hide_index=True, height=360)
+    with st.expander("The mask for any W, N and number of candidates"):
+        W, N, G = (t.params[k] for k in ("W", "N", "G"))  # as the run had them (defaults filled in on loading)
+        c1, c2 = st.columns(2)
+        levels = c1.slider("Window levels (fewer while the window fills)", 1, max(N - 1, 1), max(N - 1, 1),
+                           key="la_levels") if N > 2 else 1
+        cands = c2.slider("Candidates verified this step", 0, max(G, 1), min(G, 2), key="la_cands")
+        ui.chart(lookahead.mask_figure, W, N, cands, levels, key="la_mask")

@@ -60,10 +60,37 @@ def test_lookahead_page_has_animation_pool_and_mask():
     at = fresh()
     at.switch_page("app_pages/lookahead.py").run()
     specs = [json.loads(c.proto.spec) for c in charts(at)]
-    assert len(specs) == 3
-    assert len(specs[0]["frames"]) > 10 and len(specs[1]["frames"]) == len(specs[0]["frames"])
-    assert specs[2]["data"][0]["type"] == "heatmap"
+    # the animation; the step inspector: position still, the current key's pool entries, the step's
+    # mask; in expanders: the whole pool as a graph, the mask for any W, N, G
+    assert len(specs) == 6
+    assert len(specs[0]["frames"]) > 10 and not specs[1].get("frames") and not specs[4].get("frames")
+    assert specs[3]["data"][0]["type"] == "heatmap" and specs[5]["data"][0]["type"] == "heatmap"
     at.slider(key="la_cands").set_value(0).run()
+    assert not at.exception
+
+
+def test_lookahead_inspector_one_control_drives_every_view():
+    """Issue 23, item 3: one step control for the window, the current key's pool entries, the
+    candidates and the step's real mask; it opens on the step whose candidate matched most, and
+    -1 / +1 buttons move all views together."""
+    from decoding.trace import Trace
+    from viz import lookahead
+    t = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
+    at = fresh()
+    at.switch_page("app_pages/lookahead.py").run()
+    start = lookahead.telling_step(t)
+    assert at.select_slider(key="la_step").value == start
+    titles = lambda: [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts(at)[1:5]]
+    assert all(f"tep {start}" in x for x in titles()), titles()
+    at.button(key="la_step_next").click().run()
+    nxt = lookahead.lookahead_steps(t)[lookahead.lookahead_steps(t).index(start) + 1]
+    assert at.select_slider(key="la_step").value == nxt
+    spec = [json.loads(c.proto.spec) for c in charts(at)]
+    assert f"Step {nxt}" in spec[1]["layout"]["title"]["text"] and f"Step {nxt}'s" in spec[3]["layout"]["title"]["text"]
+    assert f"before step {nxt}" in spec[4]["layout"]["title"]["text"].lower()
+    at.button(key="la_step_back").click().run()
+    at.button(key="la_step_back").click().run()
+    assert at.select_slider(key="la_step").value == lookahead.lookahead_steps(t)[lookahead.lookahead_steps(t).index(start) - 1]
     assert not at.exception
 
 

@@ -147,12 +147,39 @@ def test_lookahead_lecture_counts_come_from_the_trace():
     (Compare's histogram), the fed counts (Explain's cost figure)."""
     t = lookahead_trace()
     steps = lecture.lookahead_lecture(t)
-    assert "fill during the first 1 step:" in steps[0].text  # step 0 has 1 of 2 levels
+    assert "fill during the first 1 step." in steps[0].text  # step 0 has 1 of 2 levels
     last = steps[-1].text
     hist = analysis.accepted_histogram(t)
     assert f"{sum(v for k, v in hist.items() if k > 1)} step committed more than one token" in last
     fed = [s.fed for s in t.steps]
     assert f"fed {min(fed)}–{max(fed)} tokens" in last
+
+
+def test_lookahead_lecture_runs_forward_in_time_in_the_papers_order():
+    """Issue 23, item 2: the walk never jumps back in time (a live run showed "Step 2: harvest", then
+    "Step 1: verify"); at the step it follows: the pool's entries for the current token, the step's
+    mask, then the verification, after the step that harvested the n-gram it verifies; the position
+    view (the paper's picture) for the window."""
+    from decoding.loop import decode
+    from tiny import tiny_lm
+    for t in (lookahead_trace(), Trace.load(str(ROOT / "assets" / "example_lookahead.json")),
+              decode(tiny_lm("llama", 2), [3, 4, 5, 3, 4, 5, 3, 4, 6, 7, 3, 4, 5], "lookahead", {"W": 4, "N": 3, "G": 3}, 40)):
+        steps = lecture.lookahead_lecture(t)
+        frames = [int(s.frame) for s in steps]
+        assert frames == sorted(frames), [(s.frame, s.title) for s in steps]
+        kinds = [s.figure for s in steps]
+        assert {"positions", "pool", "mask"} <= set(kinds) and kinds[0] == "positions"
+        p = kinds.index("pool")
+        assert kinds[p + 1] == "mask" and "verif" in steps[p + 2].title and steps[p].frame == steps[p + 2].frame
+        h = next(s for s in steps if "diagonal" in s.title)
+        if "will verify it" in h.text:  # the harvest of the n-gram the walk then verifies: before it
+            assert int(h.frame) < int(steps[p].frame)
+    example = lecture.lookahead_lecture(Trace.load(str(ROOT / "assets" / "example_lookahead.json")))
+    assert "will verify it" in next(s for s in example if "diagonal" in s.title).text
+    s = lecture.lookahead_lecture(lookahead_trace())  # step 1 verifies, then harvests (the window's update)
+    assert [(x.frame, x.figure) for x in s] == [("0", "positions"), ("0", "positions"), ("1", "pool"), ("1", "mask"),
+                                                ("1", "positions"), ("1", "positions"), ("1", "positions")]
+    assert "verifies" in s[4].title and "diagonal" in s[5].title
 
 
 def test_lecture_text_escapes_model_text():
@@ -163,7 +190,12 @@ def test_lecture_text_escapes_model_text():
     assert lecture.tok("a*b_$x$") == "<code>a&#42;b&#95;&#36;x&#36;</code>"
 
 
-@pytest.mark.parametrize("method", ["jacobi", "lookahead"])
+def _cells(fig):
+    """A still's token cells: the trace with text (the position view's first trace is its diagonals)."""
+    return next(d for d in fig.data if d.type == "heatmap" or (d.text is not None and len(d.text)))
+
+
+@pytest.mark.parametrize("method", ["jacobi", "lookahead", "lookahead_auto"])
 def test_every_lecture_step_of_the_examples_draws_a_highlighted_still(method):
     t = Trace.load(str(ROOT / "assets" / f"example_{method}.json"))
     steps = lecture.lecture(t)
@@ -171,12 +203,14 @@ def test_every_lecture_step_of_the_examples_draws_a_highlighted_still(method):
     for s in steps:
         fig = lecture.lecture_figure(t, s)
         assert not fig.frames and not fig.layout.sliders
-        assert len(fig.data[0].x) > 0  # cells drawn
+        assert len(_cells(fig).x) > 0  # cells drawn
         assert len(fig.layout.shapes) == len(s.boxes)
     for s in steps:  # projector mode: the screen's height, cells of at least MIN_CELL px, the title wrapped
         big = lecture.lecture_figure(t, s, large=True)
         assert big.layout.height <= style.PROJECTOR_HEIGHT and style.cell_px(big) >= style.MIN_CELL
-        assert big.data[0].marker.size == style.cell_px(big) and big.layout.font.size >= 14
+        cells = _cells(big)
+        assert cells.type == "heatmap" or cells.marker.size == style.cell_px(big)
+        assert big.layout.font.size >= 14
         assert max(len(line) for line in big.layout.title.text.split("<br>")) <= 70
 
 

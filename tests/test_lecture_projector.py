@@ -44,10 +44,13 @@ def test_jacobi_cells_changed_since_the_previous_iteration_are_ringed():
 def test_lookahead_window_cells_changed_since_the_previous_step_are_ringed():
     t = lookahead_trace()  # step 0 window [[1 2]]; step 1 [[1 2] [20 21]]: level 1 is new
     from viz import lookahead
-    g = lookahead.step_grid(t)
-    s1 = lecture.LectureStep("", "", "lookahead", "1")
-    assert lecture.changed_cells(t, s1) == [g.window(1, 0), g.window(1, 1)]
-    assert lecture.changed_cells(t, lecture.LectureStep("", "", "lookahead", "0")) == []
+    g = lookahead.step_grid(t, positions=True)
+    s1 = lecture.LectureStep("", "", "positions", "1")
+    assert lecture.changed_cells(t, s1) == [g.window(1, 0), g.window(1, 1)] == [(2, 1), (3, 1)]  # t+2, t+3 on level 1
+    assert lecture.changed_cells(t, lecture.LectureStep("", "", "positions", "0")) == []
+    assert lecture.changed_cells(t, lecture.LectureStep("", "", "mask", "1")) == []  # the mask: no cells of a window
+    fig = lecture.lecture_figure(t, s1)
+    assert list(zip(halo(fig).x, halo(fig).y)) == [(2, 1), (3, 1)]
 
 
 def paper_trace() -> Trace:
@@ -67,9 +70,16 @@ def test_every_projector_slide_fits_with_cells_of_at_least_24_px(which):
         cell = style.cell_px(fig)
         assert cell >= style.MIN_CELL == 24, (which, s.title, cell)
         m = fig.layout.margin
+        if s.figure == "mask":  # a square heatmap: n cells along both axes, inside the height and width
+            n = len(fig.data[0].z)
+            assert cell * n <= min(fig.layout.height - m.t - m.b, fig.layout.width - m.l - m.r)
+            assert n == len(fig.layout.xaxis.ticktext) == len(fig.layout.yaxis.ticktext)
+            legend = [x["label"] for x in style.legend_items(fig)]  # drawn beside the slide
+            assert "sees the current token" in legend and "sees its candidate's earlier tokens" in legend
+            continue
         unit = (fig.layout.height - m.t - m.b) / abs(fig.layout.yaxis.range[1] - fig.layout.yaxis.range[0])
         assert cell <= unit  # cells do not overlap their neighbours
-        cells = fig.data[0]  # the still's cells (both walkthroughs draw the compact grid)
+        cells = next(d for d in fig.data if d.text is not None and len(d.text))  # the still's token cells
         assert cells.marker.size == cell and cells.textfont.size >= 13
         # the label may be cut to fit the cell; the hover has the whole token
         for label, hover in zip(cells.text, cells.hovertext):

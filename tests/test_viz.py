@@ -343,12 +343,72 @@ def test_mask_figure_matches_decoding_masks_and_explains_itself():
     for i in range(q):
         for j in range(q):
             assert (hm.z[i][j] != 0) == allowed[i][j]
-    labels = list(hm.x)
+    labels = list(fig.layout.xaxis.ticktext)
+    assert list(hm.x) == list(range(q))  # numeric axes: equal labels never merge into one column
     cand, win = labels.index("g1t1"), labels.index("L0c0")
     assert "never see each other" in hm.text[cand][win]
     assert "sees the current token" not in hm.text[cand][win]
     assert "why:" in hm.text[labels.index("L1c2")][labels.index("L0c1")]
     assert len(legend_names(fig)) == len(lookahead.MASK_COLOURS)
+
+
+def test_step_mask_is_the_mask_the_step_fed_labelled_with_its_tokens():
+    """Issue 23, item 3: the inspector's mask is the one each step of a real run used: the layout
+    ``lookahead_mask`` builds for that step's window levels and candidates, as many rows as the step
+    fed (Step.fed, counted by the decoding loop), each labelled with the token fed there."""
+    from decoding.loop import decode
+    from decoding.methods import lookahead_mask as masks
+    from tiny import tiny_lm
+    lm = tiny_lm("llama", 2)
+    t = decode(lm, [3, 4, 5, 3, 4, 5, 3, 4, 6, 7, 3, 4, 5], "lookahead", {"W": 3, "N": 3, "G": 2}, 40)
+    texts = style.token_texts(t)
+    checked = 0
+    for si in lookahead.lookahead_steps(t):
+        rec, step = t.steps[si].record, t.steps[si]
+        layout = lookahead.step_layout(t, si)
+        assert len(layout) == step.fed
+        want = masks.lookahead_layout(3, 3, len(rec.candidates), len(rec.window))
+        assert [{k: v for k, v in r.items() if k != "token"} for r in layout] == want
+        fed = [t.output_ids[lookahead.committed_before(t)[si] - 1]] + [x for lv in rec.window for x in lv] + \
+            [x for c in rec.candidates for x in c]
+        assert [r["token"] for r in layout] == fed
+        fig = lookahead.step_mask_figure(t, si)
+        allowed = masks.lookahead_allowed(want)
+        assert [[z != 0 for z in row] for row in fig.data[0].z] == allowed
+        ticks = list(fig.layout.xaxis.ticktext)
+        assert all(tk.endswith(style.cell_label(style.piece(texts, tok), 6)) for tk, tok in zip(ticks, fed))
+        checked += bool(rec.candidates)
+    assert checked  # steps with candidates were among them
+    # an excerpt keeps the accepted candidate and real column numbers
+    si = next(i for i in lookahead.lookahead_steps(t) if t.steps[i].record.chosen >= 0)
+    ex = lookahead.step_layout(t, si, max_columns=1, max_candidates=1)
+    assert {r["column"] for r in ex if r["kind"] == "window"} == {0}
+    assert {r["candidate"] for r in ex if r["kind"] == "candidate"} == {t.steps[si].record.chosen}
+    assert "an excerpt" in lookahead.step_mask_figure(t, si, 1, 1).layout.title.text
+
+
+def test_pool_entries_of_the_current_token_with_their_verification():
+    """Hand-made trace, step 1 (current token 11): the pool holds (12 40) from the prompt seed, then
+    (12 13) added at step 0; both were verified, (12 13) matched 2 and was accepted."""
+    t = lookahead_trace()
+    entries = lookahead.pool_entries(t, 1)
+    assert [(e["tokens"], e["candidate"], e["matched"], e["accepted"]) for e in entries] == \
+        [([12, 40], 1, 1, False), ([12, 13], 0, 2, True)]
+    fig = lookahead.pool_entries_figure(t, 1)
+    cells = fig.data[0]
+    colours = dict(zip(zip(cells.x, cells.y), cells.marker.color))
+    assert colours[(0, 0)] == colours[(0, 1)] == style.BLACK  # the key
+    assert colours[(1, 0)] == style.YELLOW and colours[(2, 0)] == style.GREY  # (12 40): 12 matched, 40 not
+    assert colours[(1, 1)] == colours[(2, 1)] == style.GREEN  # (12 13) accepted
+    assert "2 n-gram(s)" in fig.layout.title.text and "2 verified" in fig.layout.title.text
+    assert lookahead.pool_entries(t, 0) == []  # step 0's current token 10 keys nothing: a message, not a blank
+    assert "held no n-gram starting with the current token '␣x'" in lookahead.pool_entries_figure(t, 0).layout.annotations[0].text
+    # a pool entry the step did not feed: sky blue
+    t.steps[1].record.candidates, t.steps[1].record.matched, t.steps[1].record.origins = [[12, 13]], [2], ["window"]
+    e = lookahead.pool_entries(t, 1)
+    assert [(x["candidate"], x["accepted"]) for x in e] == [(None, False), (0, True)]
+    assert lookahead.pool_entries_figure(t, 1).data[0].marker.color[1] == style.SKY
+    assert lookahead.telling_step(t) == 1
 
 
 def test_mask_colours_come_from_rule_ids_not_sentences(monkeypatch):

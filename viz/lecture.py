@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 
 from decoding import analysis
 from viz import jacobi, lookahead
-from viz.style import (PROJECTOR_HEIGHT, PROJECTOR_WIDTH, esc, fit_projector, freeze, highlight_boxes, mark_changed,
-                       page_of, piece, state_colour, token_texts, visible)
+from viz.style import (PROJECTOR_HEIGHT, PROJECTOR_WIDTH, esc, fit_heatmap, fit_projector, freeze, highlight_boxes,
+                       mark_changed, page_of, piece, state_colour, token_texts, visible)
 
 _MD = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "[": "&#91;", "]": "&#93;", "#": "&#35;", "~": "&#126;",
        "$": "&#36;", "\\": "&#92;", "|": "&#124;"}
@@ -32,7 +32,7 @@ def tok(text: str) -> str:
 class LectureStep:
     title: str
     text: str  # HTML, model text escaped with ``tok``
-    figure: str  # "jacobi" or "lookahead"
+    figure: str  # "jacobi"; lookahead: "positions" (the position view), "pool" (a key's entries), "mask"
     frame: str  # frame name of the figure's animation
     boxes: list[tuple[float, float, float, float]] = field(default_factory=list)  # (x0, x1, y0, y1) cells
     box_label: str = ""
@@ -179,7 +179,7 @@ class _LookaheadCtx:
     trace: object
     idx: list[int]  # the steps with a lookahead record
     texts: dict[int, str]
-    grid: "lookahead._Grid"
+    grid: "lookahead.PositionGrid"
     before: list[int]  # output tokens committed before each step
 
     def cur(self, si: int) -> int:
@@ -188,44 +188,134 @@ class _LookaheadCtx:
     def rec(self, si: int):
         return self.trace.steps[si].record
 
+    def words(self, ids) -> str:
+        return "".join(piece(self.texts, t) for t in ids)
 
-def _window_and_pool(c: _LookaheadCtx) -> list[LectureStep]:
-    g, texts, s0 = c.grid, c.texts, c.idx[0]
+
+# A lookahead slide's place in the walk: (step, phase), phases in a step's order: what it feeds, the
+# pool it reads, its one forward (the mask), verification, then the window's update (the harvest)
+WINDOW, SEED, POOL, MASK, VERIFY, HARVEST = range(6)
+MASK_COLUMNS, MASK_CANDIDATES = 3, 2  # the mask slide's excerpt: it fits a projector at N = 5
+
+
+def _featured(c: _LookaheadCtx) -> int | None:
+    """The step the walk follows through the paper's order: the first whose accepted candidate came
+    from the window with two or more tokens matched (the mechanism the paper draws), else the first
+    accepted candidate of any source, else the first step with candidates."""
+    def chosen(i, origin=None, least=1):
+        r = c.rec(i)
+        return r.chosen >= 0 and r.matched[r.chosen] >= least and (origin is None or r.origins[r.chosen] == origin)
+    for test in (lambda i: chosen(i, "window", 2), lambda i: chosen(i, None, 2), lambda i: chosen(i),
+                 lambda i: bool(c.rec(i).candidates)):
+        si = next((i for i in c.idx if test(i)), None)
+        if si is not None:
+            return si
+    return None
+
+
+def _diagonal(c: _LookaheadCtx, si: int, column: int) -> list[tuple[float, float, float, float]]:
+    """Boxes around window column ``column``'s cells at step ``si`` and its next-level cell: the
+    harvested n-gram, a diagonal in the position view."""
+    g, levels = c.grid, len(c.rec(si).window)
+    cells = [g.window(l, column) for l in range(levels)] + [g.next_level(levels, column)]
+    return [(x, x, y, y) for x, y in cells]
+
+
+def _window_slides(c: _LookaheadCtx) -> list[tuple[tuple[int, int], LectureStep]]:
+    g, texts = c.grid, c.texts
     W, N = g.W, g.N
-    filling = sum(len(c.rec(i).window) < N - 1 for i in c.idx)  # steps before the window has all its levels
-    steps = [LectureStep(
+    fed = [i for i in c.idx if c.rec(i).window]  # budget=auto leaves the window out where it does not pay
+    s0 = fed[0] if fed else c.idx[0]
+    levels = len(c.rec(s0).window)
+    filling = sum(0 < len(c.rec(i).window) < N - 1 for i in c.idx)  # steps before the window has all its levels
+    auto = c.trace.params.get("budget") == "auto"
+    out = [] if not fed else [((s0, WINDOW), LectureStep(
         "A 2D window of guesses",
-        f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, c.cur(s0)))}) and a "
-        f"<b>window</b> of {W} columns × {N - 1} levels of guesses. Level 0 starts as tokens from the prompt; the "
-        f"upper levels fill during the first {filling} step{'s' if filling != 1 else ''}: each level is the model's "
-        f"prediction one position further on.",
-        "lookahead", str(s0), [(1, W, g.level(len(c.rec(s0).window) - 1), g.level(0))], "window")]
+        ("This run's budget (budget=auto) feeds the window only on steps where it pays on this hardware; "
+         f"step {s0} is the first that fed it. " if auto else "")
+        + f"Lookahead feeds, in every forward pass, the current token (black, {tok(piece(texts, c.cur(s0)))}, at "
+        f"position t) and a <b>window</b> of {W} columns × {N - 1} levels of guesses for the positions after it. "
+        f"Level 0 starts as tokens from the prompt; each upper level is the model's prediction one position "
+        f"further on, so column j of level l guesses position t+1+l+j: the window runs <b>diagonally</b> over "
+        f"positions. Its upper levels fill during the first {filling} step{'s' if filling != 1 else ''}.",
+        "positions", str(s0), [(1 + l, l + W, l, l) for l in range(levels)], "window"))]
     if c.trace.pool_seed:
-        steps.append(LectureStep(
+        out.append(((c.idx[0], SEED), LectureStep(
             "The pool starts with the prompt's n-grams",
             f"Before the first step the <b>n-gram pool</b> already holds the prompt's {len(c.trace.pool_seed)} "
-            f"{N}-grams, keyed by their first token: text the answer is likely to repeat.",
-            "lookahead", str(s0), [], ""))
-    harvest = next((i for i in c.idx if c.rec(i).harvested), None)
-    if harvest is not None:
-        gram = c.rec(harvest).harvested[0]
-        steps.append(LectureStep(
-            f"Step {harvest}: harvest one n-gram per column",
-            f"Once the window is full, each of its {W} columns plus the top level's prediction (the 'next level' row) "
-            f"is a {N}-gram, for example {tok(''.join(piece(texts, t) for t in gram))}. All {W} go into the pool "
-            f"(outlined columns), then the window slides up one level.",
-            "lookahead", str(harvest), [(1, W, g.next, g.level(0))], f"{W} n-grams harvested"))
-    cand = next((i for i in c.idx if c.rec(i).candidates), None)
-    if cand is not None:
-        la = c.rec(cand)
-        steps.append(LectureStep(
-            f"Step {cand}: verify candidates in the same forward",
-            f"The pool holds {len(la.candidates)} n-gram{'s' if len(la.candidates) != 1 else ''} starting with the "
-            f"current token {tok(piece(texts, c.cur(cand)))}. Up to G = {c.trace.params['G']} of them are "
-            f"fed in the same forward pass, each with its own mask row, and checked against the model's own "
-            f"predictions: {'none matched here' if la.chosen < 0 else 'one matched'}.",
-            "lookahead", str(cand), [(1, N - 1, g.cand0, g.cand0 + len(la.candidates) - 1)], "candidates"))
-    return steps
+            f"{N}-grams, keyed by their first token: text the answer is likely to repeat. (The paper's pool starts "
+            f"empty and holds window n-grams only.)",
+            "positions", str(c.idx[0]), [], "")))
+    return out
+
+
+def _harvest_slide(c: _LookaheadCtx, feat: int | None) -> list[tuple[tuple[int, int], LectureStep]]:
+    """The step that harvested the featured step's accepted n-gram (else the first harvest)."""
+    h, gram = None, None
+    if feat is not None and c.rec(feat).chosen >= 0 and c.rec(feat).origins[c.rec(feat).chosen] == "window":
+        la = c.rec(feat)
+        gram = [c.cur(feat)] + list(la.candidates[la.chosen])
+        h = harvested_at(c.trace, feat, gram)
+        if h is not None and not any(g == gram for g in c.rec(h).harvested):
+            h = None  # refreshed by the output harvest, not by the window
+    if h is None:
+        h = next((i for i in c.idx if c.rec(i).harvested), None)
+        gram = c.rec(h).harvested[0] if h is not None else None
+    if h is None:
+        return []
+    cols = lookahead.harvested_columns(c.rec(h).window, c.rec(h).harvested)
+    col = next((j for j, g in cols.items() if g == gram), 0)
+    W, N = c.grid.W, c.grid.N
+    later = f" (step {feat} will verify it)" if feat is not None and feat > h and gram[0] == c.cur(feat) else ""
+    return [((h, HARVEST), LectureStep(
+        f"Step {h}: each column's diagonal becomes an n-gram",
+        f"Once the window is full, column j's {N - 1} guesses plus the top level's prediction after them form a "
+        f"{N}-gram along a diagonal, for example column {col}: {tok(c.words(gram))}{later}. All {W} columns "
+        f"go into the pool, keyed by their first token; then the window slides up one level (the top level's "
+        f"predictions become the new top level).",
+        "positions", str(h), _diagonal(c, h, col), f"{N}-gram of column {col}"))]
+
+
+def _featured_slides(c: _LookaheadCtx, si: int) -> list[tuple[tuple[int, int], LectureStep]]:
+    """The featured step in the paper's order: the pool's entries for the current token, the one
+    forward's mask (both branches), verification and commit."""
+    la, texts, G = c.rec(si), c.texts, c.trace.params["G"]
+    entries = lookahead.pool_entries(c.trace, si)
+    k = next((r for r, e in enumerate(entries) if e["accepted"]), None)
+    cur = tok(piece(texts, c.cur(si)))
+    out = [] if not entries else [((si, POOL), LectureStep(
+        f"Step {si}: the pool's n-grams for the current token",
+        f"The current token is {cur}. The pool holds {len(entries)} n-gram{'s' if len(entries) != 1 else ''} "
+        f"whose first token is {cur}; up to G = {G} of them become this step's <b>candidates</b>: guesses for the "
+        f"positions t+1, t+2, … that the same forward pass checks."
+        + (f" Entry {k + 1} will match." if k is not None else " None of them will match."),
+        "pool", str(si), [(0, len(entries[k]["tokens"]), k, k)] if k is not None else [], "will verify"))]
+    n_win, n_cand = min(MASK_COLUMNS, c.grid.W), min(MASK_CANDIDATES, len(la.candidates))
+    cands = f"{n_cand} candidate{'s' if n_cand != 1 else ''}"
+    verify = (f"The <b>verification branch</b>: a candidate's token sees only its own earlier tokens, as if it "
+              f"were the text.")
+    if la.window:
+        text = (f"The current token, the window and the candidates go into <b>one</b> forward pass; the attention "
+                f"mask keeps them apart (here the first {n_win} columns and {cands}, labelled with the tokens "
+                f"fed). Everyone sees the current token and the whole text before it (the KV cache, not drawn). "
+                f"The <b>lookahead branch</b>: level 0 reads left to right; an upper level sees its own column "
+                f"below it. {verify} The two branches never see each other.")
+    else:
+        text = (f"This step's budget left the window out (it did not pay on this hardware): the forward pass "
+                f"feeds the current token and the candidates only (here {cands}, labelled with the tokens fed). "
+                f"Everyone sees the current token and the whole text before it (the KV cache, not drawn). {verify}")
+    out.append(((si, MASK), LectureStep(f"Step {si}: one forward pass, two branches" if la.window else
+                                        f"Step {si}: one forward pass, the verification branch", text,
+                                        "mask", str(si), [], "")))
+    if la.chosen >= 0:
+        out.append(((si, VERIFY), _verify_slide(c, si)))
+    else:
+        out.append(((si, VERIFY), LectureStep(
+            f"Step {si}: verify, then commit",
+            f"The model's predictions at t, t+1, … are compared with each candidate's tokens: none matches its "
+            f"first guess, so this step commits only the model's own next token, as AR would.",
+            "positions", str(si), [(1, 1, -1, -1)], "1 token")))
+    return out
 
 
 def _when_added(c: _LookaheadCtx, si: int, origin: str) -> str:
@@ -240,31 +330,39 @@ def _when_added(c: _LookaheadCtx, si: int, origin: str) -> str:
     return "This n-gram was harvested from the output written so far, and now verifies"
 
 
-def _verified(c: _LookaheadCtx) -> list[LectureStep]:
-    """For each pool source, the first step where one of its n-grams verified two or more tokens."""
-    g, out = c.grid, []
-    for origin, what in (("window", "a window"), ("prompt", "a prompt"), ("output", "an output")):
+def _verify_slide(c: _LookaheadCtx, si: int) -> LectureStep:
+    g, la, n_tok = c.grid, c.rec(si), len(c.trace.steps[si].tokens)
+    k = la.chosen
+    what = {"window": "a window", "prompt": "a prompt", "output": "an output"}.get(la.origins[k], "a pool")
+    return LectureStep(
+        f"Step {si}: {what} n-gram verifies",
+        f"{_when_added(c, si, la.origins[k])}: {la.matched[k]} of its tokens, "
+        f"{tok(c.words(la.candidates[k][: la.matched[k]]))}, equal the model's own predictions at t, t+1, …, so "
+        f"this one forward pass commits {n_tok} token{'s' if n_tok != 1 else ''} (the matched ones plus the "
+        f"model's next token after them, outlined on the text row).",
+        "positions", str(si), [(1, la.matched[k], g.candidate(k, 0)[1], g.candidate(k, 0)[1]),
+                               (1, n_tok, -1, -1)], f"{n_tok} tokens in one step")
+
+
+def _other_sources(c: _LookaheadCtx, feat: int | None) -> list[tuple[tuple[int, int], LectureStep]]:
+    """For each pool source but the featured step's, its first step where an n-gram verified two or
+    more tokens."""
+    shown = c.rec(feat).origins[c.rec(feat).chosen] if feat is not None and c.rec(feat).chosen >= 0 else None
+    out = []
+    for origin in ("window", "prompt", "output"):
+        if origin == shown:
+            continue
         si = next((i for i in c.idx if c.rec(i).chosen >= 0 and c.rec(i).origins[c.rec(i).chosen] == origin
                    and c.rec(i).matched[c.rec(i).chosen] >= 2), None)
-        if si is None:
-            continue
-        la, n_tok = c.rec(si), len(c.trace.steps[si].tokens)
-        k = la.chosen
-        words = "".join(piece(c.texts, t) for t in la.candidates[k][: la.matched[k]])
-        out.append(LectureStep(
-            f"Step {si}: {what} n-gram verifies",
-            f"{_when_added(c, si, origin)}: {la.matched[k]} of its tokens, {tok(words)}, match the model's own "
-            f"predictions, so this one forward pass commits {n_tok} tokens (the matched ones plus the model's next "
-            f"token after them).",
-            "lookahead", str(si), [(1, la.matched[k], g.cand0 + k, g.cand0 + k), (1, n_tok, g.committed, g.committed)],
-            f"{n_tok} tokens in one step"))
-    return sorted(out, key=lambda s: int(s.frame))
+        if si is not None:
+            out.append(((si, VERIFY), _verify_slide(c, si)))
+    return out
 
 
 def _whole_run(c: _LookaheadCtx) -> LectureStep:
     """The run in numbers: from ``analysis.accepted_histogram`` (Compare's histogram) and the steps'
     fed counts (Explain's cost figure)."""
-    t, g, last = c.trace, c.grid, c.idx[-1]
+    t, last = c.trace, c.idx[-1]
     big = sum(v for k, v in analysis.accepted_histogram(t).items() if k > 1)
     fed = [t.steps[i].fed for i in c.idx]
     return LectureStep(
@@ -277,15 +375,24 @@ def _whole_run(c: _LookaheadCtx) -> LectureStep:
            "says how far it matches an AR run. ")
         + f"Each step fed {min(fed)}–{max(fed)} tokens, though (the current token, the window and the "
         f"candidates): the Explain page weighs that against what such a forward costs on this hardware.",
-        "lookahead", str(last), [(1, len(t.steps[last].tokens), g.committed, g.committed)], "committed")
+        "positions", str(last), [(1, len(t.steps[last].tokens), -1, -1)], "committed")
 
 
 def lookahead_lecture(trace) -> list[LectureStep]:
+    """The lookahead walk in time order, the paper's order within a step: the window (and the
+    seeded pool), the harvest of the n-gram a later step verifies, then at that step the pool's
+    entries for the current token, the forward's mask and the verification; other pool sources'
+    first verifications where they come; the whole run."""
     idx = lookahead.lookahead_steps(trace)
     if not idx:
         return []
-    c = _LookaheadCtx(trace, idx, token_texts(trace), lookahead.step_grid(trace), lookahead.committed_before(trace))
-    return _window_and_pool(c) + _verified(c) + [_whole_run(c)]
+    c = _LookaheadCtx(trace, idx, token_texts(trace), lookahead.step_grid(trace, positions=True),
+                      lookahead.committed_before(trace))
+    feat = _featured(c)
+    slides = _window_slides(c) + _harvest_slide(c, feat) + (_featured_slides(c, feat) if feat is not None else []) \
+        + _other_sources(c, feat)
+    slides.sort(key=lambda s: s[0])  # stable: a step's slides keep the paper's order
+    return [s for _, s in slides] + [_whole_run(c)]
 
 
 # ---- the figure -----------------------------------------------------------------------------------
@@ -295,36 +402,51 @@ def lecture(trace) -> list[LectureStep]:
 
 def changed_cells(trace, step: LectureStep) -> list[tuple[int, int]]:
     """The cells of the step's still (figure coordinates) whose token differs from the previous
-    iteration: Jacobi, the block's positions that changed from y(k-1) to y(k); lookahead, the
-    window cells (and the next level) that differ from the previous step's at the same place.
-    The first state of a walk has nothing before it: none."""
+    iteration: Jacobi, the block's positions that changed from y(k-1) to y(k); lookahead (the
+    position view), the window cells that differ from the previous step's at the same place. The
+    first state of a walk has nothing before it, and the pool and mask slides have no such cells:
+    none."""
     k = int(step.frame)
     if step.figure == "jacobi":
         rows = analysis.jacobi_states(trace, step.block)
         if not 0 < k < len(rows):
             return []
         return [(p, 1) for p, (a, b) in enumerate(zip(rows[k], rows[k - 1])) if a != b]
+    if step.figure not in ("positions", "lookahead"):
+        return []
     idx = lookahead.lookahead_steps(trace)
     pos = idx.index(k)
     if pos == 0:
         return []
-    grid = lookahead.step_grid(trace)
+    grid = lookahead.step_grid(trace, positions=step.figure == "positions")
     now, before = trace.steps[k].record.window, trace.steps[idx[pos - 1]].record.window
     return [grid.window(l, j) for l, level in enumerate(now) for j, tok in enumerate(level)
             if l >= len(before) or j >= len(before[l]) or before[l][j] != tok]
 
 
 def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
-    """The step's frame of the Jacobi block animation or the lookahead step animation, as a still,
-    with the step's cells framed and the cells changed since the previous iteration ringed;
-    ``large``: projector mode (``fit_projector``: the slide's figure fits the screen, cells as
-    large as it allows, never under MIN_CELL px for the shipped settings)."""
-    if step.figure == "jacobi":
+    """The slide's figure: a still of the Jacobi block animation's frame or of the lookahead
+    position view's step, with the step's cells framed and the cells changed since the previous
+    iteration ringed; the pool's entries for a step's current token; a step's mask (an excerpt).
+    ``large``: projector mode (``fit_projector``: the slide's figure fits the screen, cells as large
+    as it allows, never under MIN_CELL px for the shipped settings)."""
+    if step.figure == "mask":
+        si = int(step.frame)
+        fig = lookahead.step_mask_figure(trace, si, MASK_COLUMNS, MASK_CANDIDATES)
+        shown, fed = len(fig.data[0].z), len(lookahead.step_layout(trace, si))
+        fig.update_layout(title_text=f"Step {si}'s attention mask"  # the narration beside it says the rest
+                          + (f" · {shown} of its {fed} fed tokens" if shown < fed else ""))
+        return fit_heatmap(fig, PROJECTOR_HEIGHT, PROJECTOR_WIDTH) if large else fig
+    if step.figure == "pool":
+        fig, cell = lookahead.pool_entries_figure(trace, int(step.frame)), lookahead.CELL
+    elif step.figure == "jacobi":
         fig, cell = jacobi.block_animation(trace, step.block), jacobi.CELL
+        freeze(fig, step.frame)
     else:
         page = page_of(lookahead.lookahead_steps(trace).index(int(step.frame)))
-        fig, cell = lookahead.step_animation(trace, page), lookahead.CELL
-    freeze(fig, step.frame)
+        build = lookahead.position_animation if step.figure == "positions" else lookahead.step_animation
+        fig, cell = build(trace, page), lookahead.CELL
+        freeze(fig, step.frame)
     highlight_boxes(fig, step.boxes, step.box_label, pad_y=0.3 if step.figure == "jacobi" else 0.5)
     mark_changed(fig, changed_cells(trace, step), cell)
     return fit_projector(fig, PROJECTOR_HEIGHT, PROJECTOR_WIDTH) if large else fig

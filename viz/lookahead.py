@@ -20,8 +20,8 @@ from decoding import analysis
 from decoding.methods import lookahead_mask as masks
 from decoding.methods.lookahead import LookaheadRecord
 from viz.style import (BLACK, BLUE, FONT, GREEN, GREY, LIGHT, ORANGE, PROVENANCE, SKY, VERMILLION, YELLOW,
-                       animation_controls, base_layout, cell_label, empty_figure, esc, hover_label, legend_entries,
-                       page_items, piece, text_colour, token_texts, visible)
+                       animation_controls, base_layout, cell_label, empty_figure, esc, freeze, hover_label,
+                       legend_entries, page_items, page_of, piece, text_colour, token_texts, visible, wrap_title)
 
 CELL = 40
 WHITE = "#FFFFFF"
@@ -464,6 +464,14 @@ def pool_graph_animation(trace, page: int = 0, duration_ms: int = 900) -> go.Fig
     return fig
 
 
+def pool_graph_still(trace, si: int) -> go.Figure:
+    """The pool graph before step ``si`` as a still (the inspector's: its step control drives it)."""
+    idx = lookahead_steps(trace)
+    if si not in idx:
+        return empty_figure(f"Step {si} is not a lookahead step.")
+    return freeze(pool_graph_animation(trace, page_of(idx.index(si))), str(si))
+
+
 # ---- the attention mask ---------------------------------------------------------------------------
 # Rule ids of ``decoding.methods.lookahead_mask`` -> (colour, legend); None = masked
 MASK_COLOURS: dict[str | None, tuple[str, str]] = {
@@ -486,17 +494,55 @@ def _mask_label(r: dict) -> tuple[str, str]:
             f"candidate {r['candidate'] + 1}, token {r['index'] + 1} (position P+{r['offset']})")
 
 
-def mask_cells(W: int, N: int, G: int, levels: int) -> tuple[list[dict], list[list[str | None]], list[list[str]]]:
-    """(layout, rule id per query row and key column (None = masked), hover text) of one step's mask."""
-    layout = masks.lookahead_layout(W, N, G, levels)
-    labels = [_mask_label(r)[1] for r in layout]
+def _layout_cells(layout: list[dict], labels: list[str]) -> tuple[list[list[str | None]], list[list[str]]]:
+    """(rule id per query row and key column (None = masked), hover text) of a fed layout."""
     ids, hover = [], []
     for q, ql in zip(layout, labels):
         ids.append([masks.rule(q, k) for k in layout])
         hover.append([f"{ql}<br>sees {kl}<br>why: {esc(masks.SEES[r])}" if r is not None else
                       f"{ql}<br>does NOT see {kl}<br>why: {esc(masks.BLOCKED[masks.blocked_rule(q, k)])}"
                       for k, kl, r in zip(layout, labels, ids[-1])])
+    return ids, hover
+
+
+def mask_cells(W: int, N: int, G: int, levels: int) -> tuple[list[dict], list[list[str | None]], list[list[str]]]:
+    """(layout, rule id per query row and key column (None = masked), hover text) of one step's mask."""
+    layout = masks.lookahead_layout(W, N, G, levels)
+    ids, hover = _layout_cells(layout, [_mask_label(r)[1] for r in layout])
     return layout, ids, hover
+
+
+def _mask_heatmap(ids: list[list[str | None]], hover: list[list[str]], ticks: list[str], title: str,
+                  tick_size: int = 9) -> go.Figure:
+    """Who sees whom as a heatmap (rows = queries, columns = keys, numeric axes labelled ``ticks``)."""
+    order = list(MASK_COLOURS)
+    z = [[order.index(r) for r in row] for row in ids]
+    n = len(order)
+    scale = []
+    for i, (colour, _) in enumerate(MASK_COLOURS.values()):
+        scale += [[i / n, colour], [(i + 1) / n, colour]]
+    q = len(ids)
+    fig = go.Figure(go.Heatmap(z=z, x=list(range(q)), y=list(range(q)), text=hover, hoverinfo="text", colorscale=scale,
+                               zmin=-0.5, zmax=n - 0.5, showscale=False, xgap=1, ygap=1))
+    legend_entries(fig, MASK_COLOURS.values())
+    lines = title.count("<br>") + 1
+    base_layout(fig, title, min(1000, 320 + 14 * q) + 22 * (lines - 1))
+    _legend_below(fig, lines, 190)
+    axis = dict(tickmode="array", tickvals=list(range(q)), ticktext=ticks, tickfont=dict(size=tick_size),
+                showgrid=False, zeroline=False)
+    fig.update_xaxes(title_text="key (is seen)", side="bottom", tickangle=-90, constrain="domain",
+                     range=[-0.5, q - 0.5], **axis)
+    fig.update_yaxes(title_text="query (sees)", range=[q - 0.5, -0.5], scaleanchor="x", **axis)
+    fig.update_layout(meta=dict(mask_cells=q))
+    return fig
+
+
+def _legend_below(fig: go.Figure, title_lines: int, bottom: int) -> None:
+    """A figure for a page column: the legend at the bottom (a narrow column stacks it), the top
+    margin the title's lines'."""
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+                      margin=dict(t=30 + 24 * title_lines, b=bottom),  # as style.fit_projector's titles
+                      title=dict(y=1, yanchor="top", pad=dict(t=10 + 22 * (title_lines - 1))))
 
 
 def mask_figure(W: int, N: int, G: int, levels: int | None = None) -> go.Figure:
@@ -506,19 +552,137 @@ def mask_figure(W: int, N: int, G: int, levels: int | None = None) -> go.Figure:
     """
     levels = N - 1 if levels is None else levels
     layout, ids, hover = mask_cells(W, N, G, levels)
-    order = list(MASK_COLOURS)
-    z = [[order.index(r) for r in row] for row in ids]
-    n = len(order)
-    scale = []
-    for i, (colour, _) in enumerate(MASK_COLOURS.values()):
-        scale += [[i / n, colour], [(i + 1) / n, colour]]
-    ticks = [_mask_label(r)[0] for r in layout]
-    fig = go.Figure(go.Heatmap(z=z, x=ticks, y=ticks, text=hover, hoverinfo="text", colorscale=scale,
-                               zmin=-0.5, zmax=n - 0.5, showscale=False, xgap=1, ygap=1))
-    legend_entries(fig, MASK_COLOURS.values())
     q = len(layout)
-    base_layout(fig, f"Attention mask of one step: W={W}, N={N}, {G} candidates, {levels} level(s) · "
-                     f"{q} fed tokens (all also see the KV cache)", min(1000, 320 + 14 * q))
-    fig.update_xaxes(title_text="key (is seen)", side="bottom", tickangle=-90, tickfont=dict(size=9), constrain="domain")
-    fig.update_yaxes(title_text="query (sees)", autorange="reversed", tickfont=dict(size=9), scaleanchor="x")
+    return _mask_heatmap(ids, hover, [_mask_label(r)[0] for r in layout],
+                         f"Attention mask of one step: W={W}, N={N}, {G} candidates, {levels} level(s) · "
+                         f"{q} fed tokens (all also see the KV cache)")
+
+
+# ---- one step, everything at once (the page's step inspector and the lecture) ----------------------
+def step_layout(trace, si: int, max_columns: int | None = None, max_candidates: int | None = None) -> list[dict]:
+    """The tokens step ``si`` fed, in the order fed, as ``lookahead_mask.lookahead_layout`` rows with
+    their token ("token"): the current token, the window as fed (none on a step whose budget left it
+    out), the verified candidates (each as long as it was fed). ``max_columns`` / ``max_candidates``:
+    an excerpt (a slide's): the window's first columns, and the accepted candidate with the first
+    others; the rows keep their real column and candidate numbers, and the rules are the same."""
+    rec = trace.steps[si].record
+    before = committed_before(trace)[si]
+    rows = [dict(kind="current", level=None, column=None, candidate=None, index=0, offset=0,
+                 token=trace.output_ids[before - 1])]
+    W = len(rec.window[0]) if rec.window else 0
+    cols = range(W if max_columns is None else min(W, max_columns))
+    for l, level in enumerate(rec.window):
+        rows += [dict(kind="window", level=l, column=j, candidate=None, index=None, offset=1 + l + j, token=level[j])
+                 for j in cols]
+    order = list(range(len(rec.candidates)))
+    if max_candidates is not None:
+        first = ([rec.chosen] if rec.chosen >= 0 else []) + [c for c in order if c != rec.chosen]
+        order = sorted(first[:max_candidates])
+    for c in order:
+        rows += [dict(kind="candidate", level=None, column=None, candidate=c, index=i, offset=1 + i, token=tok)
+                 for i, tok in enumerate(rec.candidates[c])]
+    return rows
+
+
+def step_mask_figure(trace, si: int, max_columns: int | None = None, max_candidates: int | None = None) -> go.Figure:
+    """The attention mask step ``si`` really used, its rows and columns labelled with the tokens fed
+    (see ``step_layout``; hover: both tokens and the rule). A budgeted step (``budget=auto``) fed its
+    candidates as a prefix tree (a shared prefix once): drawn here one candidate per row block."""
+    if not isinstance(trace.steps[si].record, LookaheadRecord):
+        return empty_figure(f"Step {si} is not a lookahead step.")
+    texts = token_texts(trace)
+    layout = step_layout(trace, si, max_columns, max_candidates)
+    labels = [f"{_mask_label(r)[1]}: token {hover_label(piece(texts, r['token']))} (id {r['token']})" for r in layout]
+    ids, hover = _layout_cells(layout, labels)
+    ticks = [f"{_mask_label(r)[0]} {cell_label(piece(texts, r['token']), 6)}" for r in layout]
+    rec = trace.steps[si].record
+    full = len(layout) == 1 + len(rec.window) * (len(rec.window[0]) if rec.window else 0) + \
+        sum(len(c) for c in rec.candidates)
+    what = [f"{len(rec.window)} level(s) of the window" if rec.window else "no window (its budget left it out)",
+            f"{len(rec.candidates)} candidate(s)"]
+    title = (f"Step {si}'s attention mask · the current token, {' and '.join(what)}"
+             + ("" if full else f" · an excerpt: {len(layout)} of its fed tokens")
+             + (" · candidates fed as a prefix tree, drawn one per row block" if trace.params.get("budget") == "auto" else ""))
+    return _mask_heatmap(ids, hover, ticks, wrap_title(title, 60))
+
+
+def pool_entries(trace, si: int) -> list[dict]:
+    """The pool's n-grams for step ``si``'s current token (the key), oldest first, as the step saw
+    them, and what verification made of each: one dict per entry with its tokens ("tokens"), the
+    candidate it was fed as (None: not fed), how many tokens matched and whether it was accepted."""
+    rec = trace.steps[si].record
+    before = committed_before(trace)[si]
+    cur = trace.output_ids[before - 1]
+    out = []
+    for cont in analysis.pool_at(trace, si).get(cur, []):
+        c = next((i for i, cand in enumerate(rec.candidates) if cand[:len(cont)] == list(cont)
+                  or list(cont)[:len(cand)] == cand), None)
+        out.append(dict(tokens=list(cont), candidate=c, matched=rec.matched[c] if c is not None else 0,
+                        accepted=c is not None and c == rec.chosen, origin=rec.origins[c] if c is not None else None))
+    return out
+
+
+def pool_entries_figure(trace, si: int) -> go.Figure:
+    """The pool's entries for step ``si``'s current token as rows of cells: the key (black), then
+    the continuation, coloured by verification (accepted / matched prefix / not matched; sky blue:
+    in the pool but not fed this step)."""
+    if not isinstance(trace.steps[si].record, LookaheadRecord):
+        return empty_figure(f"Step {si} is not a lookahead step.")
+    texts = token_texts(trace)
+    cur = trace.output_ids[committed_before(trace)[si] - 1]
+    entries = pool_entries(trace, si)
+    if not entries:
+        return empty_figure(f"Before step {si} the pool held no n-gram starting with the current token "
+                            f"'{esc(visible(piece(texts, cur)))}': nothing to verify.", height=200)
+    xs, ys, fill, text, hover = [], [], [], [], []
+    N = trace.params["N"]
+    for r, e in enumerate(entries):
+        xs.append(0); ys.append(r); fill.append(BLACK); text.append(cell_label(piece(texts, cur), 6))
+        hover.append(f"key: the current token {hover_label(piece(texts, cur))} (id {cur})")
+        for i, tok in enumerate(e["tokens"]):
+            if e["candidate"] is None:
+                kind, colour = "in the pool, not fed this step", SKY
+            elif i < e["matched"]:
+                kind, colour = ("matched and accepted", GREEN) if e["accepted"] else ("matched (not chosen)", YELLOW)
+            else:
+                kind, colour = "fed, not matched", GREY
+            xs.append(1 + i); ys.append(r); fill.append(colour); text.append(cell_label(piece(texts, tok), 6))
+            where = f"candidate {e['candidate'] + 1}" if e["candidate"] is not None else "not fed"
+            hover.append(f"entry {r + 1} ({where}), token {i + 1} at position t+{1 + i}: {kind}"
+                         f"<br>token {hover_label(piece(texts, tok))} (id {tok})")
+    fed = sum(e["candidate"] is not None for e in entries)
+    title = wrap_title(f"Pool before step {si}: {len(entries)} n-gram(s) for '{esc(visible(piece(texts, cur)))}' · "
+                       f"{fed} verified", 34)
+    fig = go.Figure(go.Scatter(x=xs, y=ys, mode="markers+text", text=text, hovertext=hover, hoverinfo="text",
+                               showlegend=False, textposition="middle center",
+                               textfont=dict(color=[text_colour(c) for c in fill], size=11, family=FONT["family"]),
+                               marker=dict(symbol="square", size=CELL, color=fill, line=dict(color="#555555", width=1))))
+    legend_entries(fig, [(BLACK, "key = the current token"), (GREEN, "matched and accepted"),
+                         (YELLOW, "matched (not chosen)"), (GREY, "fed, not matched"), (SKY, "in the pool, not fed")])
+    width = max(N, max((len(e["tokens"]) for e in entries), default=0) + 1)
+    lines = title.count("<br>") + 1
+    base_layout(fig, title, 200 + 22 * lines + (CELL + 6) * len(entries))
+    _legend_below(fig, lines, 170)
+    fig.update_xaxes(range=[-0.6, width - 0.4], fixedrange=True, showgrid=False, zeroline=False, tickmode="array",
+                     tickvals=list(range(width)), ticktext=["key (t)"] + [f"t+{i}" for i in range(1, width)])
+    fig.update_yaxes(range=[len(entries) - 0.4, -0.6], fixedrange=True, showgrid=False, zeroline=False,
+                     tickmode="array", tickvals=list(range(len(entries))),
+                     ticktext=[f"entry {r + 1}" for r in range(len(entries))])
     return fig
+
+
+def telling_step(trace) -> int | None:
+    """The step an inspector opens on: the first whose accepted candidate matched the most tokens
+    (else the first with candidates, else the first lookahead step)."""
+    idx = lookahead_steps(trace)
+    recs = {i: trace.steps[i].record for i in idx}
+    best = max((i for i in idx if recs[i].chosen >= 0), key=lambda i: (recs[i].matched[recs[i].chosen], -i), default=None)
+    return best if best is not None else next((i for i in idx if recs[i].candidates), idx[0] if idx else None)
+
+
+def position_still(trace, si: int) -> go.Figure:
+    """Step ``si`` of the position view (the paper's picture) as a still."""
+    idx = lookahead_steps(trace)
+    if si not in idx:
+        return empty_figure(f"Step {si} is not a lookahead step.")
+    return freeze(position_animation(trace, page_of(idx.index(si))), str(si))

@@ -362,6 +362,32 @@ def fit_projector(fig: go.Figure, height: int = PROJECTOR_HEIGHT, width: int = P
     return fig
 
 
+def fit_heatmap(fig: go.Figure, height: int = PROJECTOR_HEIGHT, width: int = PROJECTOR_WIDTH) -> go.Figure:
+    """``fit_projector`` for a square heatmap (a mask: one unit per cell on both axes, its tick
+    labels the tokens fed): at most ``height`` px tall and ``width`` px wide, the cells as large as
+    that allows; the legend goes beside it, as for the other slides (the colours of the cells drawn)."""
+    z = fig.data[0].z
+    n, drawn = len(z), {v for row in z for v in row}
+    scale = fig.data[0].colorscale  # value i spans [i / k, (i + 1) / k]: the colour of step 2i
+    colours = {scale[2 * int(v)][1] for v in drawn if 2 * int(v) < len(scale)}
+    for tr in fig.data[1:]:
+        if tr.showlegend and getattr(tr, "marker", None) is not None:
+            tr.showlegend = tr.marker.color in colours
+    chars = int((width - 30) / (0.62 * 18))
+    title = wrap_title(fig.layout.title.text or "", chars)
+    lines = title.count("<br>") + 1
+    longest = max((len(html.unescape(str(t))) for t in fig.layout.xaxis.ticktext or ()), default=4)
+    label = int(longest * 0.62 * 13) + 30  # px of the tick labels (13 px monospace) and the gap
+    top, bottom, left = 30 + 24 * lines, label, label
+    unit = min((height - top - bottom) / n, (width - left - 20) / n, 90)  # a small mask: cells, not tiles
+    fig.update_layout(height=int(top + bottom + unit * n) + 1, width=width, showlegend=False, font=dict(size=15),
+                      title=dict(text=title, font=dict(size=18), y=1, yanchor="top", pad=dict(t=10 + 22 * (lines - 1))),
+                      margin=dict(t=top, b=bottom, l=left, r=20), meta=dict(cell_px=int(unit) - 1, unit_px=unit))
+    fig.update_xaxes(title_text=None, tickfont=dict(size=13))
+    fig.update_yaxes(title_text=None, tickfont=dict(size=13))
+    return fig
+
+
 def legend_items(fig: go.Figure) -> list[dict]:
     """The figure's legend as data (for a legend drawn beside it): one dict per entry shown, with
     its fill, outline colour and width, symbol and label."""

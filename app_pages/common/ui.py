@@ -59,6 +59,23 @@ def step_page(steps: list[int], key: str) -> int:
     return pick("Steps", {f"steps {steps[a]}–{steps[b - 1]}": i for i, (a, b) in enumerate(spans)}, key=key)
 
 
+def step_picker(label: str, steps: list[int], key: str, start: int | None = None) -> int:
+    """One step of ``steps`` for a whole section: a slider with -1 / +1 buttons beside it; opens on
+    ``start`` (a step of ``steps``; default the first)."""
+    ss = st.session_state
+    if ss.get(key) not in steps:
+        ss[key] = start if start in steps else steps[0]
+
+    def move(d: int) -> None:
+        ss[key] = steps[max(0, min(len(steps) - 1, steps.index(ss[key]) + d))]
+
+    back, slider, fwd = st.columns([1, 12, 1], vertical_alignment="bottom")
+    back.button("◀", key=f"{key}_back", on_click=move, args=(-1,), disabled=ss[key] == steps[0], help="-1 step")
+    slider.select_slider(label, options=steps, key=key)
+    fwd.button("▶", key=f"{key}_next", on_click=move, args=(1,), disabled=ss[key] == steps[-1], help="+1 step")
+    return ss[key]
+
+
 def trace_for(method: str) -> Trace | None:
     """The trace a page shows for ``method``, with a caption saying which one it is."""
     res = results()

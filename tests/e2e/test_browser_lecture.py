@@ -43,8 +43,11 @@ CLIPPED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(p =
     return r.width > 0 && (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.right > box.right + 1);
   }).map(t => t.textContent.slice(0, 40));
 })"""
-# the smallest token cell drawn (px): the first trace's square markers
-MIN_CELL = """() => { const ps = [...document.querySelectorAll('.js-plotly-plot .scatterlayer .trace:first-child .point')];
+# the smallest token cell drawn (px): a mask slide's heatmap cells (the plot's side over its cells), else the
+# smallest square marker (the halo rings are larger; the position view's diagonals are lines, no points)
+MIN_CELL = """() => { const p = document.querySelector('.js-plotly-plot'), d = p._fullData || [], L = p._fullLayout;
+  if (d.length && d[0].type === 'heatmap') return Math.min(L.xaxis._length, L.yaxis._length) / d[0].z.length - 1;
+  const ps = [...p.querySelectorAll('.scatterlayer .trace .point')];
   return ps.length ? Math.min(...ps.map(p => p.getBoundingClientRect().width)) : 0; }"""
 
 

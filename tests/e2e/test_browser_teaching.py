@@ -93,3 +93,39 @@ def test_benchmarks_and_cllm_objective_render(page):
     assert chart.locator(".annotation-text").filter(has_text="AR loss").count() == 1
     chart.screenshot(path=str(README_IMG / "cllm_objective.png"))
     pg.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_lookahead_step_inspector(page):
+    """Issue 23, item 3: one step control drives the window (position view), the current key's pool
+    entries and the step's real mask; all three draw cells, and +1 moves them together. Screenshot:
+    docs/img/lookahead_inspector.png."""
+    sys.path.insert(0, str(ROOT))
+    from decoding.trace import Trace
+    from viz import lookahead
+    t = Trace.load(str(ROOT / "assets" / "example_lookahead.json"))
+    start = lookahead.telling_step(t)
+    nxt = lookahead.lookahead_steps(t)[lookahead.lookahead_steps(t).index(start) + 1]
+    pg = page
+    pg.set_viewport_size({"width": 1400, "height": 1500})
+    wait_idle(pg)
+    goto(pg, "Lookahead")
+    assert_healthy(pg)
+    head = pg.get_by_text("One step, everything at once", exact=True).first
+    head.scroll_into_view_if_needed()
+    wait_idle(pg)
+    charts = pg.locator(".js-plotly-plot")
+    titles = lambda: [charts.nth(i).locator(".gtitle").first.text_content() for i in (1, 2, 3)]
+    got = titles()
+    assert f"Step {start} " in got[0] and f"before step {start}" in got[1].lower() and f"Step {start}'s" in got[2], got
+    for i in (1, 2):  # cells drawn, not an empty frame
+        assert charts.nth(i).locator(".scatterlayer .trace .point").count() > 3
+    assert charts.nth(3).locator(".heatmaplayer image, .hm image").count() + charts.nth(3).locator(".hm").count() > 0
+    ticks = charts.nth(3).locator(".ytick text").all_text_contents()
+    assert ticks[0].startswith("cur ") and any(x.startswith("g1t1 ") for x in ticks)  # labelled with the tokens fed
+    box = head.bounding_box()
+    pg.screenshot(path=str(README_IMG / "lookahead_inspector.png"),
+                  clip={"x": 300, "y": max(0, box["y"] - 10), "width": 1100, "height": 1500 - max(0, box["y"] - 10)})
+    pg.get_by_role("button", name="▶").first.click()
+    wait_idle(pg)
+    got = titles()
+    assert f"Step {nxt} " in got[0] and f"before step {nxt}" in got[1].lower() and f"Step {nxt}'s" in got[2], got
