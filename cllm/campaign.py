@@ -161,7 +161,7 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
     bj = BatchedJacobi(lm, st.n, st.max_new_tokens, st.seed, st.lanes)
     order = [r["id"] for r in todo]
     ready: dict[str, Any] = {}
-    stats = {"tokens": 0, "steps": 0}
+    stats = {"tokens": 0, "steps": 0, "items": 0}
     with open(part, "a", encoding="utf-8") as f:
         for ln in bj.run(lanes):
             ready[ln.row["id"]] = ln
@@ -169,7 +169,9 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
             stats["steps"] += ln.steps
             while order and order[0] in ready:  # write in source order: a resumed shard equals an uncut one
                 w = ready.pop(order.pop(0))
-                f.write("".join(json.dumps(d) + "\n" for d in w.items(w.row["category"], st.chat, lm.model_id)))
+                got = w.items(w.row["category"], st.chat, lm.model_id)
+                f.write("".join(json.dumps(d) + "\n" for d in got))
+                stats["items"] += len(got)
                 f.flush()
                 done.add(w.row["id"])
             if stop():
@@ -190,8 +192,9 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
     c.shards.append(entry)
     save_manifest(c)
     part.unlink()
-    say(f"shard {k}: {len(rows)} prompts, {len(items)} items, {stats['tokens']} tokens in {stats['steps']} steps "
-        f"this run ({secs:.0f} s, {secs / max(1, len(items)):.2f} s/item) -> {out}")
+    say(f"shard {k}: {len(rows)} prompts, {len(items)} items -> {out}; this run collected {len(todo)} prompts, "
+        f"{stats['items']} items, {stats['tokens']} tokens in {stats['steps']} steps "
+        f"({secs:.0f} s, {secs / max(1, stats['items']):.2f} s/item)")
     return entry
 
 

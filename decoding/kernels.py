@@ -12,7 +12,9 @@ row count (12-15 rows: F.linear is faster; 16, 24, 32: the skinny one), so ``ski
 which counts take the skinny path: at most 11, or a multiple of 8 up to ``MAX_ROWS``.
 
 ``use_skinny(model)`` measures both ways on the model's largest weight matrix and, where the
-skinny one is faster, makes every ``nn.Linear`` of the model use it for the row counts
+skinny one is faster, makes every ``nn.Linear`` of the model use it (the choice is kept per machine in
+the cache folder, ``choice_file``: a measurement on a busy machine, which can pick the stock kernel
+by noise, does not overrule one made on a quiet one) for the row counts
 ``skinny_rows`` names, under ``torch.inference_mode``/``no_grad`` (a prefill of more than
 ``MAX_ROWS`` tokens and training keep ``F.linear``). Every forward of the lab goes through it, plain AR steps too, so a speedup over
 AR is never a speedup over a slowed-down AR. Results differ from ``F.linear`` by float rounding
@@ -21,8 +23,12 @@ only (another summation order), like any change of kernel.
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import time
 import types
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -78,9 +84,77 @@ def skinny_gain(model, repeats: int = 5) -> float:
     return stock / skinny if skinny > 0 else 0.0
 
 
+GAIN = 1.2  # "auto" takes the skinny kernel where it measures at least this much faster
+
+
+def choice_file() -> Path:
+    """Where ``use_skinny`` keeps its measured choices (the cache folder of ``decoding.model``)."""
+    from .model import cache_dir
+
+    return cache_dir() / "kernel-choice.json"
+
+
+def machine_key(model) -> str:
+    """What a kernel choice depends on: the CPU, its threads, torch, the dtype and the largest weight's shape."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    big = max((m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.weight.numel())
+    return f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {big.weight.dtype} {tuple(big.weight.shape)}"
+
+
+def _read_choices() -> dict:
+    try:
+        return json.loads(choice_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _keep_choice(key: str, row: dict) -> None:
+    p = choice_file()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        choices = _read_choices()
+        choices[key] = row
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(choices, indent=1), encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError:
+        pass  # a read-only cache: measure again next time
+
+
+def _quiet() -> bool:
+    """Whether the machine looks idle enough for a measurement to stand (1-min load under half its cores)."""
+    try:
+        return os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1)
+    except OSError:
+        return False
+
+
+def auto_choice(model) -> tuple[str, dict]:
+    """The kernel "auto" picks on this machine and why: a skinny choice kept from an earlier
+    measurement stands; otherwise measure now (``skinny_gain``) and keep the result when it is
+    skinny, or when the machine was quiet (a stock result measured under load is not kept: the
+    next start measures again)."""
+    key = machine_key(model)
+    kept = _read_choices().get(key)
+    if kept and kept.get("kernel") == "skinny":
+        return "skinny", {**kept, "from": "kept"}
+    gain = skinny_gain(model)
+    row = {"kernel": "skinny" if gain >= GAIN else "stock", "gain": round(gain, 3), "quiet": _quiet(),
+           "measured": time.strftime("%Y-%m-%d %H:%M")}
+    if row["kernel"] == "skinny" or row["quiet"]:
+        _keep_choice(key, row)
+    return row["kernel"], {**row, "from": "measured"}
+
+
 def use_skinny(model, kernel: str = "auto") -> str:
     """Make the model's linear layers use the skinny product ("skinny"), or leave them ("stock");
-    "auto": skinny on a CPU where it measures at least 1.2x faster. Returns the kernel in use."""
+    "auto": skinny on a CPU where it measures at least ``GAIN`` times faster (``auto_choice``: kept per
+    machine). Returns the kernel in use."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; use one of {', '.join(KERNELS)}")
     if kernel == "stock":
@@ -88,7 +162,7 @@ def use_skinny(model, kernel: str = "auto") -> str:
     if kernel == "auto":
         params = list(model.parameters())
         on_cpu = bool(params) and all(p.device.type == "cpu" for p in params)
-        if not on_cpu or getattr(model, "hf_device_map", None) or skinny_gain(model) < 1.2:
+        if not on_cpu or getattr(model, "hf_device_map", None) or auto_choice(model)[0] == "stock":
             return "stock"
     for m in model.modules():
         if isinstance(m, torch.nn.Linear):

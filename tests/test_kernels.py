@@ -66,6 +66,38 @@ def test_kernel_choice():
     assert _check_options("cpu", None, "auto", None, False) == "float32"
 
 
+def test_auto_keeps_its_choice_per_machine(tmp_path, monkeypatch):
+    """Issue 23, item 6: kernel=auto measured under load picked the stock kernel by noise. A skinny
+    choice is kept in the cache folder and stands; a stock result is kept only when measured on a
+    quiet machine; another machine (another key) measures for itself."""
+    from decoding import kernels
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    gains = []
+    monkeypatch.setattr(kernels, "skinny_gain", lambda m, repeats=5: gains.pop(0))
+    monkeypatch.setattr(kernels, "_quiet", lambda: False)
+    gains[:] = [0.9]  # busy machine, stock by noise: not kept
+    assert kernels.auto_choice(model)[0] == "stock" and not kernels.choice_file().exists()
+    gains[:] = [1.8]  # measured skinny: kept
+    kernel, why = kernels.auto_choice(model)
+    assert kernel == "skinny" and why["from"] == "measured" and why["gain"] == 1.8
+    gains[:] = [0.7]  # later, under load: the kept choice stands, nothing measured
+    kernel, why = kernels.auto_choice(model)
+    assert kernel == "skinny" and why["from"] == "kept" and gains == [0.7]
+    assert kernels.use_skinny(torch.nn.Sequential(torch.nn.Linear(8, 8)), "auto") == "skinny"
+    other = torch.nn.Sequential(torch.nn.Linear(8, 16))  # another weight shape: its own key, measured
+    monkeypatch.setattr(kernels, "_quiet", lambda: True)
+    assert kernels.auto_choice(other)[0] == "stock" and gains == []
+    kept = kernels._read_choices()
+    assert {r["kernel"] for r in kept.values()} == {"skinny", "stock"} and len(kept) == 2
+    gains[:] = [1.5]  # a quiet stock result is kept but never blocks a later skinny measurement
+    assert kernels.auto_choice(other)[0] == "skinny" and gains == []
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("not a folder")
+    gains[:] = [1.5]
+    assert kernels.auto_choice(model)[0] == "skinny"  # an unwritable cache: measured, not kept, no error
+
+
 @pytest.fixture(scope="module")
 def skinny_models():
     out = {}
