@@ -81,6 +81,7 @@ else:
         curve = None
     ui.chart(scaling.by_window_figure, grid, key="bench_scaling_w")
     ui.chart(scaling.by_flops_figure, grid, curve, key="bench_scaling_flops")
+    st.markdown(scaling.law_sentence(grid))  # numbers and our own words only: no model text
     st.markdown(esc(scaling.pays_sentence(grid, curve)))
     st.caption(esc(f"{grid['model']} on {grid['device']} · {len(grid['prompts'])} prompts, {grid['max_new_tokens']} new "
                    f"tokens · measured {grid['measured_at']} in {grid['seconds']} s (load {grid['load_avg']}) · "

@@ -23,6 +23,8 @@ if t is not None:
                          "x is the window column (level l of column j sits at position t+1+l+j).")
     ui.chart(views[view], t, page, key="la_anim")
     st.markdown(lookahead.pool_sources_sentence(t))
+    with st.expander("What W, N and G change, in this run's numbers"):
+        st.markdown(lookahead.wng_text(t))  # numbers only, no model text
     ui.budget_section(t, "la")
     if t.sampled:
         st.subheader("Sampling: the verification decisions")

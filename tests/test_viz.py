@@ -508,3 +508,17 @@ def test_provenance_html_escapes_model_text():
 def test_empty_inputs_give_explaining_figures():
     assert compare.committed_curve_figure({}).layout.annotations[0].text == "No runs to compare yet."
     assert lookahead.step_animation(ar_trace()).layout.annotations
+
+
+def test_what_w_n_and_g_change_in_the_runs_numbers():
+    """Issue 23, item 7: "what does G change?" answered on the Lookahead page from the run itself: a
+    step that accepted its second candidate would have committed fewer tokens with G = 1."""
+    t = lookahead_trace()
+    assert lookahead.lost_with_g(t, 1) == (0, 0)  # step 1 accepted its first candidate
+    r = t.steps[1].record
+    r.candidates, r.matched, r.origins, r.chosen = [[12, 40], [12, 13]], [1, 2], ["prompt", "window"], 1
+    assert lookahead.lost_with_g(t, 1) == (1, 1) and lookahead.lost_with_g(t, 2) == (0, 0)
+    words = lookahead.wng_text(t)
+    assert "1 of 1 accepted candidates were not the first one" in words
+    assert "1 fewer token (1 step)" in words and "up to 2 fewer tokens" in words  # (G - 1) x (N - 1) = 1 x 2
+    assert "1 of 1 accepting steps matched all 2" in words

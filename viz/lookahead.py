@@ -345,6 +345,47 @@ def pool_sources_sentence(trace) -> str:
             f"holds window n-grams only (the sidebar's paper-settings preset runs that).")
 
 
+def lost_with_g(trace, g: int) -> tuple[int, int]:
+    """(steps, tokens) the run's accepted candidates would have lost had each step verified only its
+    first ``g`` candidates, step by step (later steps as they were: the text and pool would differ)."""
+    steps = tokens = 0
+    for i in lookahead_steps(trace):
+        r = trace.steps[i].record
+        if r.chosen >= g:
+            lost = r.matched[r.chosen] - max(r.matched[:g], default=0)
+            steps, tokens = steps + (lost > 0), tokens + lost
+    return steps, tokens
+
+
+def wng_text(trace) -> str:
+    """What W, N and G change, in this run's numbers (markdown; no model text)."""
+    W, N, G = (trace.params[k] for k in ("W", "N", "G"))
+    idx = lookahead_steps(trace)
+    recs = [trace.steps[i].record for i in idx]
+    full = [r for r in recs if len(r.window) == N - 1]
+    with_c = [r for r in recs if r.candidates]
+    acc = [r for r in recs if r.chosen >= 0]
+    later = sum(r.chosen > 0 for r in acc)
+    most = sum(r.matched[r.chosen] == N - 1 for r in acc)
+    lost1 = lost_with_g(trace, 1)
+    mean_c = sum(len(r.candidates) for r in with_c) / len(with_c) if with_c else 0.0
+    return "\n".join([
+        f"- **W = {W}** (window columns): each step feeds {N - 1} × {W} window tokens and, once the window is full "
+        f"({len(full)} of {len(idx)} steps here), harvests {W} n-grams into the pool: a wider window guesses more "
+        f"continuations per step, at {N - 1} more tokens fed per column.",
+        f"- **N = {N}** (n-gram size): a pool n-gram carries {N - 1} guesses after its key, so one step commits at most "
+        f"{N} tokens ({N - 1} matched + the model's own). Here {most} of {len(acc)} accepting steps matched all "
+        f"{N - 1}: those would have gained from a larger N.",
+        f"- **G = {G}** (candidates verified per step): the pool's n-grams for the current token, up to G of them, "
+        f"each feeding {N - 1} tokens. Here {len(with_c)} of {len(idx)} steps had candidates ({mean_c:.1f} on "
+        f"average); {later} of {len(acc)} accepted candidates were not the first one. With G = 1 those steps alone "
+        f"would have committed {lost1[1]} fewer token{'s' if lost1[1] != 1 else ''} ({lost1[0]} step"
+        f"{'s' if lost1[0] != 1 else ''}), and every "
+        f"step would have fed up to {(G - 1) * (N - 1)} fewer tokens: whether that pays depends on what a fed token "
+        f"costs on the hardware (the Explain page).",
+    ])
+
+
 # ---- the pool -------------------------------------------------------------------------------------
 def pool_rows(trace, step_index: int) -> list[dict]:
     """The pool before a step's verification as table rows (oldest continuation first per key)."""
