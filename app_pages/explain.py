@@ -7,7 +7,7 @@ which settings should pay off here.
 
 import streamlit as st
 
-from decoding.perf.costs import SHIPPED_CURVES
+from decoding.perf.costs import SHIPPED_CURVES, flat_curve
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
 from decoding.perf.load import machine_load, why_they_part
@@ -70,9 +70,21 @@ acc = account(t, curve, ar)
 
 # ---- the account ------------------------------------------------------------------------------------
 st.subheader("The account")
+regimes = {"this machine (its measured step-cost curve)": None,
+           "a GPU-like flat cost (any step up to 256 tokens costs one AR step)": flat_curve(curve)}
+regimes.update({f"{s.gpu} with a {s.config} model (a step-cost curve measured there)": s.curve
+                for s in shipped_curves(ui.ASSETS)})
+priced = regimes[st.radio("Price this run's steps with", list(regimes), key="explain_regime", horizontal=True,
+                          help="The same run (its tokens per step, what each step fed) at another hardware's step "
+                               "costs: a what-if, no run was measured there.")]
+if priced is not None:
+    acc = account(t, priced, None)  # a prediction only: no measurement exists in that regime
+    st.info(f"A what-if: this run's tokens per step and fed tokens priced at {ui.md(priced.regime)}. Nothing was "
+            "measured there, so there is no measured speedup; this machine's Python overhead share is kept. "
+            "Lookahead's W, N and G that lose here can pay in that regime (the paper's A100 figures).")
 st.markdown(f'<div style="font-size:1.35rem;line-height:1.5"><b>{esc(METHOD_NAMES[t.method])}</b>: '
             f"{esc(acc.sentence())}</div>", unsafe_allow_html=True)
-load, ar_load = machine_load(t, curve), (machine_load(ar, curve) if ar is not None else None)
+load, ar_load = machine_load(t, curve), (machine_load(ar, curve) if ar is not None and priced is None else None)
 if acc.disagrees:
     st.warning(acc.warning(why_they_part(load, ar_load)))
 for who, reading in (("This run", load), ("The AR run", ar_load)):
@@ -113,7 +125,7 @@ ui.chart(compare.provenance_figure, {METHOD_NAMES[t.method]: t}, key="explain_pr
 st.subheader("Settings for this hardware")
 st.markdown("A setting pays off when its tokens per step beat the cost of its steps. **Break-even** is the tokens "
             "per step a setting needs just to match AR here.")
-rows = tune.what_if(t, curve, ar)
+rows = tune.what_if(t, priced or curve, ar if priced is None else None)  # the regime chosen above
 if rows:
     best = rows[0]
     st.markdown(f"Replaying this run's candidates with smaller N and G (same W): **{ui.md(best['setting'])}** "
@@ -129,7 +141,7 @@ if rows:
 # this run's share of step time outside the forward; a trace without forward times (all 0) says
 # nothing about it: AR's share then
 overhead = acc.overhead if acc.overhead < 1 else acc.ar_overhead if acc.ar_overhead < 1 else 0.0
-st.dataframe(tune.break_even_rows(curve, overhead), hide_index=True)
+st.dataframe(tune.break_even_rows(priced or curve, overhead), hide_index=True)
 res = tune.find_tune_result(t.model_id, t.device, SHIPPED_TUNE)
 if res is not None:
     d, src = res

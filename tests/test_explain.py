@@ -249,6 +249,28 @@ def test_explain_page_opens_on_the_example_traces(app):
     assert any("Jacobi" in m.value and "predicted" in m.value for m in at.markdown)
 
 
+def test_explain_prices_the_run_in_a_gpu_regime(app):
+    """Issue 23, item 5: a "GPU regime" toggle replays the run under a flat step cost (any step up to
+    256 tokens costs one AR step): predicted = tokens per step over (1 + overhead share), no measured
+    figure (nothing ran there); the what-if table is priced the same way."""
+    from decoding.perf.costs import flat_curve
+    c = CostCurve.load(ROOT / "assets" / "cost_curve_cpu.json")
+    flat = flat_curve(c)
+    assert flat.relative_cost(1) == flat.relative_cost(121) == flat.relative_cost(256) == 1.0
+    assert "flat step cost" in flat.regime and c.relative_cost(121) > 3
+    at = app
+    at.switch_page("app_pages/explain.py").run()
+    here = next(m.value for m in at.markdown if "predicted" in m.value and "tokens/step" in m.value)
+    r = at.radio(key="explain_regime")
+    r.set_value(next(o for o in r.options if o.startswith("a GPU-like flat cost"))).run()
+    assert not at.exception, [e.value for e in at.exception]
+    gpu = next(m.value for m in at.markdown if "predicted" in m.value and "tokens/step" in m.value)
+    assert "each step cost 1.00 AR steps" in gpu and "measured" not in gpu.split("predicted")[1]
+    pred = lambda x: float(re.search(r"predicted ([\d.]+)x", x).group(1))
+    assert pred(gpu) > pred(here)  # the window's extra tokens are free there
+    assert any("A what-if" in i.value for i in at.info)
+
+
 def test_explain_page_without_a_curve_offers_to_measure(tmp_path, monkeypatch, app):
     monkeypatch.setenv("PDL_CACHE", str(tmp_path / "nothing"))
     monkeypatch.setattr("decoding.perf.costs.find_curve", lambda *a, **k: None)

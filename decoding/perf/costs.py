@@ -73,6 +73,8 @@ class CostCurve:
     @property
     def regime(self) -> str:
         """One phrase for where the numbers come from."""
+        if self.device == FLAT:
+            return f"a flat step cost (a memory-bound GPU's regime: any step up to {self.ks[-1]} tokens costs one AR step)"
         kernel = ", skinny matmul" if self.kernel == "skinny" else ""
         return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}{kernel}), {self.context} cached tokens"
 
@@ -110,6 +112,18 @@ class CostCurve:
                 return cls.from_dict(json.load(f))
         except json.JSONDecodeError as e:
             raise CurveError(f"{path} is not JSON: {e}") from None
+
+
+FLAT = "flat"  # the device of ``flat_curve``: no machine, a regime
+
+
+def flat_curve(like: CostCurve, up_to: int = 256) -> CostCurve:
+    """The GPU-like regime for ``like``'s model: a step over up to ``up_to`` tokens costs what one
+    token costs (a small model on a GPU is memory-bound far past the sizes the methods feed). For
+    what-ifs only: nothing was measured in it."""
+    s = like.seconds[0]
+    return CostCurve(like.model_id, FLAT, like.dtype, like.threads, like.context, [1, up_to], [s, s],
+                     ar_overhead=like.ar_overhead, kernel=like.kernel)
 
 
 def curve_key(model_id: str, device: str, dtype: str, threads: int, kernel: str = "stock") -> str:
