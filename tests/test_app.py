@@ -180,3 +180,25 @@ def test_streamlit_config_serves_quietly():
     assert cfg["server"]["fileWatcherType"] == "none"
     assert cfg["browser"]["gatherUsageStats"] is False
     assert cfg["client"]["showErrorDetails"] in ("type", "none")
+
+
+def test_what_if_gallery_shows_a_recorded_run_at_once():
+    """Issue 23, item 5: the sidebar's what-if gallery loads a pre-recorded run (assets/gallery,
+    scripts/make_gallery.py) as the session's trace for its method, no decoding: the paper's
+    settings on the Lookahead page, the index's tokens/step the trace's own."""
+    index = json.loads((ROOT / "assets" / "gallery" / "index.json").read_text())
+    assert len(index["runs"]) >= 12 and {"lookahead", "jacobi"} <= {e["method"] for e in index["runs"]}
+    from decoding.trace import Trace
+    for e in index["runs"]:
+        t = Trace.load(str(ROOT / "assets" / "gallery" / e["file"]))
+        assert (t.method, round(t.tokens_per_step, 3), t.kernel) == (e["method"], e["tokens_per_step"], "skinny")
+    at = fresh()
+    pick = next(k for k in at.selectbox(key="gallery_pick").options if "Math" in k and "paper's settings" in k)
+    at.selectbox(key="gallery_pick").select(pick).run()
+    at.button(key="gallery_show").click().run()
+    assert not at.exception
+    at.switch_page("app_pages/lookahead.py").run()
+    assert not at.exception and not at.error
+    assert any("what-if gallery" in c.value and "W=15" in c.value for c in at.caption)
+    spec = json.loads(charts(at)[0].proto.spec)
+    assert "candidate 15" in json.dumps(spec["layout"]["yaxis"]["ticktext"])  # G = 15 rows

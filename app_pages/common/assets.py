@@ -44,3 +44,24 @@ def shipped_pair() -> tuple[Trace, Trace] | None:
         return Trace.load(str(CLLM_ASSETS / "base_jacobi.json")), Trace.load(str(CLLM_ASSETS / "cllm_jacobi.json"))
     except (OSError, ValueError):
         return None
+
+
+GALLERY = ASSETS / "gallery"  # the what-if gallery (scripts/make_gallery.py)
+
+
+@st.cache_resource(show_spinner=False)
+def gallery() -> dict[str, dict]:
+    """The what-if gallery's runs: "prompt · setting" -> its index entry (empty if not shipped)."""
+    import json
+
+    try:
+        runs = json.loads((GALLERY / "index.json").read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {f"{e['prompt']} · {e['setting']}": e for e in runs if (GALLERY / e["file"]).is_file()}
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def gallery_trace(file: str) -> Trace:
+    """One gallery run (read once per process; a file name from the index, never a visitor's path)."""
+    return Trace.load(str(GALLERY / Path(file).name))

@@ -8,6 +8,7 @@ import streamlit as st
 from decoding.methods import REGISTRY
 from viz.style import METHOD_NAMES
 
+from .assets import gallery, gallery_trace
 from .demo import public_demo
 from .keys import (APP_MAX_NEW_TOKENS, EXAMPLE_PROMPTS, METHODS, SAMPLING_METHODS, method_params, param_widgets,
                    selected_method, whole, widget_key)
@@ -50,7 +51,34 @@ def sidebar() -> bool:
         c1, c2 = st.columns(2)
         run = c1.button("Run", type="primary", key="run_button", width="stretch")
         c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
+        gallery_picker()
     return run
+
+
+def _show_gallery() -> None:
+    from .session import put_trace
+
+    ss = st.session_state
+    entry = gallery()[ss.gallery_pick]
+    t = gallery_trace(entry["file"])
+    put_trace(t, f"what-if gallery: {ss.gallery_pick}")
+    ss.gallery_note = (f"Showing {ss.gallery_pick} ({entry['tokens_per_step']:.2f} tokens/step) on the "
+                       f"{METHOD_NAMES[t.method]}, Explain and Lecture pages.")
+
+
+def gallery_picker() -> None:
+    """The what-if gallery: pre-recorded runs (assets/gallery) shown at once, as an upload would be."""
+    runs = gallery()
+    if not runs:
+        return
+    with st.expander("What-if gallery: pre-recorded runs, instant"):
+        st.selectbox("Prompt · setting", list(runs), key="gallery_pick",
+                     help="The same two prompts under the settings a class asks about (the paper's W=15, N=5, G=15, "
+                          "a small window, the budget, Jacobi n = 8 / 16 / 32), recorded by scripts/make_gallery.py: "
+                          "no decoding, no wait.")
+        st.button("Show it", key="gallery_show", on_click=_show_gallery, width="stretch")
+        if st.session_state.get("gallery_note"):
+            st.caption(st.session_state.gallery_note)
 
 
 def sampling_controls(method: str) -> None:
