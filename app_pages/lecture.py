@@ -12,7 +12,7 @@ from decoding import analysis
 from viz import lecture, style
 
 ss = st.session_state
-kinds = {"Jacobi decoding": "jacobi", "Lookahead decoding": "lookahead"}
+kinds = {"Jacobi decoding": "jacobi", "Lookahead decoding": "lookahead", "Suffix drafting": "suffix"}
 sources = ("Current trace (the sidebar's last run or an upload)", "Shipped example")
 SPEEDS = {"off": 0, "3 s": 3, "5 s": 5, "8 s": 8, "12 s": 12}  # auto-advance: seconds per slide
 projector = bool(ss.get("lecture_large", False))

@@ -4,7 +4,9 @@ decoding live, the same prompts under the settings a class asks about.
 Two prompts (the app's "Code: primes" and "Math: word problem", chat mode, greedy, the bundled
 model, the skinny kernel as every shipped trace) x lookahead at the lab's default (W=5, N=4, G=5),
 a small window (W=2, N=3, G=2), the paper's settings (W=15, N=5, G=15, window-only pool), with the
-cost-aware budget, and Jacobi with n = 8, 16 and 32. The CLLM vs base pair on one prompt is the CLLM
+cost-aware budget, and Jacobi with n = 8, 16 and 32; and suffix drafting on the edit workload's
+first prompt (a file rewritten with a small change: text that repeats; 192 new tokens, to reach the
+file's text). The CLLM vs base pair on one prompt is the CLLM
 page's (assets/cllm). Written: one trace per run and index.json (label, method, settings, prompt,
 tokens per step), which the sidebar's gallery lists. Run from the repo root:
 
@@ -45,10 +47,24 @@ SETTINGS = {  # slug -> (label, method, params)
 }
 
 
+EDIT_TOKENS = 192  # the edit's run: long enough to reach the file's text, where the copying starts
+EDITS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks", "edits", "question.jsonl")
+
+
+def edit_prompt() -> str:
+    """The edit workload's first prompt (benchmarks/edits): a file to rewrite with a small change."""
+    with open(EDITS, encoding="utf-8") as f:
+        return json.loads(f.readline())["turns"][0]
+
+
 def runs() -> list[tuple[str, str, str, str, str, dict]]:
-    """(name, prompt label, prompt, setting label, method, params) of every gallery run."""
-    return [(f"{p}_{s}", pl, prompt, sl, m, params)
-            for p, (pl, prompt) in PROMPTS.items() for s, (sl, m, params) in SETTINGS.items()]
+    """(name, prompt label, prompt, setting label, method, params) of every gallery run: every
+    setting on both prompts, and suffix drafting on an edit of a file, where text repeats (the
+    Lecture's suffix walk)."""
+    out = [(f"{p}_{s}", pl, prompt, sl, m, params)
+           for p, (pl, prompt) in PROMPTS.items() for s, (sl, m, params) in SETTINGS.items()]
+    return out + [("edit_suffix", "Edit: rate_limiter.py (benchmarks/edits)", edit_prompt(),
+                   "Suffix drafting, the lab's default", "suffix", dict(REGISTRY["suffix"].defaults))]
 
 
 def main() -> None:
@@ -75,7 +91,8 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         ids = lm.encode(prompt, chat=True)
-        trace = Run(lm, ids, method, params, a.max_new_tokens, prompt_text=prompt, chat=True).decode()
+        tokens = EDIT_TOKENS if name.startswith("edit_") else a.max_new_tokens
+        trace = Run(lm, ids, method, params, tokens, prompt_text=prompt, chat=True).decode()
         path = os.path.join(a.out, f"{name}.json")
         trace.save(path)
         index[f"{name}.json"] = {"file": f"{name}.json", "prompt": plabel, "setting": slabel, "method": method,
@@ -87,6 +104,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     with open(index_path, "w", encoding="utf-8") as f:
         json.dump({"made": time.strftime("%Y-%m-%d %H:%M"), "load_avg": load, "max_new_tokens": a.max_new_tokens,
+                   "edit_max_new_tokens": EDIT_TOKENS,
                    "command": "python scripts/make_gallery.py" + (f" --only {a.only}" if a.only else ""),
                    "runs": [index[k] for k in order if k in index]}, f, indent=1)
     print(f"-> {index_path}")

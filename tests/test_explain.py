@@ -182,6 +182,36 @@ def test_lookahead_lecture_runs_forward_in_time_in_the_papers_order():
     assert "verifies" in s[4].title and "diagonal" in s[5].title
 
 
+def test_suffix_lecture_walks_match_tree_and_verification_in_time_order():
+    """Issue 22, item 2: the Lecture knows suffix drafting: the match in its text (the suffix and
+    its earlier occurrence framed), the draft tree scored by frequency, the verified branch framed,
+    the fallback, the whole run; in time order, on the gallery's edit run (text that repeats)."""
+    from viz import suffix
+    from viz.recycling import tree_layout
+    t = Trace.load(str(ROOT / "assets" / "gallery" / "edit_suffix.json"))
+    steps = lecture.lecture(t)
+    frames = [int(x.frame) for x in steps]
+    assert frames == sorted(frames) and steps[-1].title == "The whole run"
+    kinds = [x.figure for x in steps]
+    assert kinds[0] == "suffix_match" and "suffix_tree" in kinds
+    verify = next(x for x in steps if "verifies the tree" in x.title)
+    si = int(verify.frame)
+    r = next(s.record for s in t.steps if s.index == si)
+    depth, y = tree_layout(r.parents)
+    assert verify.boxes == [(depth[i], depth[i], y[i], y[i]) for i in r.path] and len(r.path) >= 2
+    n_tok = len(next(s.tokens for s in t.steps if s.index == si))
+    assert f"commits {n_tok} tokens" in verify.text
+    match = steps[0]
+    m0 = next(s.record for s in t.steps if s.index == int(match.frame))
+    want = suffix.match_cells(t, int(match.frame), "suffix") + suffix.match_cells(t, int(match.frame), "earlier")
+    assert match.boxes == want and sum(b[1] - b[0] + 1 for b in want) == 2 * m0.match  # the suffix and its twin
+    assert f"{t.tokens_per_step:.2f} tokens per step" in steps[-1].text
+    for x in steps:
+        fig = lecture.lecture_figure(t, x)
+        assert len(fig.layout.shapes) == len(x.boxes)
+    assert lecture.lecture(Trace.load(str(ROOT / "assets" / "example_suffix.json")))  # the example: fallback mostly
+
+
 def test_lecture_text_escapes_model_text():
     steps = lecture.jacobi_lecture(jacobi_trace()) + lecture.lookahead_lecture(lookahead_trace())
     html = " ".join(s.text for s in steps)
@@ -299,6 +329,8 @@ def test_lecture_page_walks_through_all_steps(app):
     assert at.button(key="lecture_next").disabled
     at.button(key="lecture_back").click().run()
     assert f"Step {n - 1} of {n}" in at.get("progress")[0].proto.text
+    at.radio(key="lecture_kind").set_value("Suffix drafting").run()
+    assert not at.exception and "Step 1 of" in at.get("progress")[0].proto.text
     at.radio(key="lecture_kind").set_value("Lookahead decoding").run()
     assert "Step 1 of" in at.get("progress")[0].proto.text
     at.toggle(key="lecture_large").set_value(True).run()

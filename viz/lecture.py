@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 
 from decoding import analysis
-from viz import jacobi, lookahead
+from viz import jacobi, lookahead, suffix
 from viz.style import (PROJECTOR_HEIGHT, PROJECTOR_WIDTH, esc, fit_heatmap, fit_projector, freeze, highlight_boxes,
                        mark_changed, page_of, piece, state_colour, token_texts, visible)
 
@@ -32,7 +32,8 @@ def tok(text: str) -> str:
 class LectureStep:
     title: str
     text: str  # HTML, model text escaped with ``tok``
-    figure: str  # "jacobi"; lookahead: "positions" (the position view), "pool" (a key's entries), "mask"
+    figure: str  # "jacobi"; lookahead: "positions" (the position view), "pool" (a key's entries), "mask";
+    # suffix drafting: "suffix_match" (the match in its text), "suffix_tree" (the draft tree)
     frame: str  # frame name of the figure's animation
     boxes: list[tuple[float, float, float, float]] = field(default_factory=list)  # (x0, x1, y0, y1) cells
     box_label: str = ""
@@ -395,9 +396,94 @@ def lookahead_lecture(trace) -> list[LectureStep]:
     return [s for _, s in slides] + [_whole_run(c)]
 
 
+# ---- suffix drafting ---------------------------------------------------------------------------------
+MATCHED = ("prompt", "output", "earlier")  # a SuffixRecord's sources that are a suffix match
+
+
+def _tree_nodes(trace, si: int, nodes: list[int]) -> list[tuple[float, float, float, float]]:
+    """Boxes around draft-tree nodes of step ``si`` (the tree figure's coordinates)."""
+    from viz.recycling import tree_layout
+
+    r = next(s.record for s in trace.steps if s.index == si)
+    depth, y = tree_layout(r.parents)
+    return [(depth[i], depth[i], y[i], y[i]) for i in nodes]
+
+
+def suffix_lecture(trace) -> list[LectureStep]:
+    """The suffix-drafting walk in time order: the first step that drafted from a suffix match (the
+    text's end found earlier, what followed it), the step whose draft went furthest (its match, its
+    tree scored by frequency, the verified branch), the first fallback step (Token Recycling's
+    matrix when no match is long enough), the whole run."""
+    recs = {s.index: s.record for s in trace.steps if s.record is not None}
+    if not recs:
+        return []
+    texts = token_texts(trace)
+    words = lambda ids: "".join(piece(texts, t) for t in ids)
+    matched = [i for i, r in recs.items() if r.where in MATCHED and r.tokens]
+    best = max(matched, key=lambda i: (len(recs[i].path), recs[i].match, -i)) if matched else None
+    slides: list[tuple[tuple[int, int], LectureStep]] = []
+
+    def match_slide(si: int, title: str, opening: str) -> LectureStep:
+        r = recs[si]
+        ids = suffix.text_before(trace, si)
+        first = ids[r.source] if 0 <= r.source < len(ids) else None
+        boxes = suffix.match_cells(trace, si, "suffix") + suffix.match_cells(trace, si, "earlier")
+        return LectureStep(
+            title, opening + f"At step {si} the last {r.match} tokens of the text, {tok(words(ids[-r.match:]))}, occurred "
+            f"{suffix.WHERE[r.where]} (both framed)"
+            + (f"; there they were followed by {tok(piece(texts, first))}, the draft's first token" if first is not None else "")
+            + f". The longer the match, the more the draft may hold: at most alpha × match = "
+            f"{trace.params['alpha']} × {r.match} tokens.", "suffix_match", str(si), boxes, f"{r.match} tokens matched")
+
+    if matched:
+        slides.append(((matched[0], 0), match_slide(
+            matched[0], "Drafting from the text itself",
+            "Suffix drafting keeps every stretch of the prompt and the output written so far in a suffix trie, with how "
+            "often each continuation followed it. Each step finds the longest end of the text that occurred before. ")))
+    if best is not None:
+        r = recs[best]
+        if best != matched[0]:
+            slides.append(((best, 0), match_slide(best, f"Step {best}: a long match", "")))
+        slides.append(((best, 1), LectureStep(
+            f"Step {best}: a draft tree scored by frequency",
+            f"What followed the match earlier becomes a tree of {len(r.tokens)} draft tokens: where the text went on "
+            f"in several ways, each branch is scored by how often it did (the product of count ratios along its "
+            f"path, written under each token), and the most frequent ones are kept. The whole tree is fed in one "
+            f"forward pass, each branch with its own causal mask.", "suffix_tree", str(best), [], "")))
+        n_tok = len(next(s.tokens for s in trace.steps if s.index == best))
+        slides.append(((best, 2), LectureStep(
+            f"Step {best}: one forward verifies the tree",
+            f"The model's predictions along the tree select the branch it agrees with: {len(r.path)} draft token"
+            f"{'s' if len(r.path) != 1 else ''}, {tok(words([r.tokens[i] for i in r.path]))}, match, so this step "
+            f"commits {n_tok} token{'s' if n_tok != 1 else ''} (the matched ones plus the model's own next token). "
+            f"Greedy output stays exactly AR's: a draft only decides how many tokens one forward can confirm.",
+            "suffix_tree", str(best), _tree_nodes(trace, best, r.path), f"{len(r.path)} accepted")))
+    fb = [i for i, r in recs.items() if r.where == "fallback" and r.tokens]
+    if fb:
+        f = max(fb[:20], key=lambda i: (len(recs[i].path), -i))  # an early one that got something
+        r = recs[f]
+        slides.append(((f, 1), LectureStep(
+            f"Step {f}: no long match, the fallback drafts",
+            f"Here the longest earlier match was {r.match} token{'s' if r.match != 1 else ''}, shorter than "
+            f"min_match = {trace.params['min_match']}: too weak to copy from. As SAM-Decoding does, the step falls "
+            f"back to Token Recycling's matrix (the top successors the model predicted after each token in earlier "
+            f"forwards): a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
+            "suffix_tree", str(f), _tree_nodes(trace, f, r.path), f"{len(r.path)} accepted")))
+    slides.sort(key=lambda x: x[0])
+    last = max((i for i, r in recs.items() if r.tokens), default=max(recs))  # the last step that drafted
+    whole = LectureStep(
+        "The whole run",
+        f"{len(trace.output_ids)} tokens in {trace.n_steps} forward passes: <b>{trace.tokens_per_step:.2f} tokens "
+        f"per step</b>. {esc(suffix.summary_sentence(trace))} Suffix drafting shines where text repeats (edits of "
+        f"a file, a tool loop, a summary quoting its source); on fresh text the fallback carries it.",
+        "suffix_tree" if recs[last].tokens else "suffix_match", str(last), [], "")
+    return [s for _, s in slides] + [whole]
+
+
 # ---- the figure -----------------------------------------------------------------------------------
 def lecture(trace) -> list[LectureStep]:
-    return jacobi_lecture(trace) if trace.method == "jacobi" else lookahead_lecture(trace) if trace.method == "lookahead" else []
+    walks = {"jacobi": jacobi_lecture, "lookahead": lookahead_lecture, "suffix": suffix_lecture}
+    return walks[trace.method](trace) if trace.method in walks else []
 
 
 def changed_cells(trace, step: LectureStep) -> list[tuple[int, int]]:
@@ -439,6 +525,10 @@ def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
         return fit_heatmap(fig, PROJECTOR_HEIGHT, PROJECTOR_WIDTH) if large else fig
     if step.figure == "pool":
         fig, cell = lookahead.pool_entries_figure(trace, int(step.frame)), lookahead.CELL
+    elif step.figure == "suffix_match":
+        fig, cell = suffix.match_figure(trace, int(step.frame)), 40
+    elif step.figure == "suffix_tree":
+        fig, cell = suffix.tree_figure(trace, int(step.frame)), 30
     elif step.figure == "jacobi":
         fig, cell = jacobi.block_animation(trace, step.block), jacobi.CELL
         freeze(fig, step.frame)

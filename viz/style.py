@@ -320,7 +320,10 @@ def _legend_only_what_is_drawn(fig: go.Figure) -> None:
 
 
 def recut(label: str, width: int) -> str:
-    """An escaped cell label cut again to ``width`` characters (whitespace stays visible)."""
+    """An escaped cell label cut again to ``width`` characters (whitespace stays visible); a label of
+    several lines (``<br>``: a token over its score) is cut line by line."""
+    if "<br>" in (label or ""):
+        return "<br>".join(recut(part, width) for part in label.split("<br>"))
     raw = html.unescape(label or "")
     full = raw[:-1] if raw.endswith("…") else raw
     return esc(raw if len(raw) <= width else full[: max(width - 1, 1)] + "…")
@@ -335,11 +338,11 @@ def fit_projector(fig: go.Figure, height: int = PROJECTOR_HEIGHT, width: int = P
     _legend_only_what_is_drawn(fig)
     chars = int((width - 30) / (0.62 * 18))
     title = wrap_title(fig.layout.title.text or "", chars)
-    left, lines = 120, title.count("<br>") + 1
+    left, lines = (120 if fig.layout.yaxis.visible is not False else 24), title.count("<br>") + 1  # room for row names
     top, bottom = 30 + 24 * lines, 44
     xr, yr = fig.layout.xaxis.range, fig.layout.yaxis.range
     xspan, yspan = abs(xr[1] - xr[0]), abs(yr[1] - yr[0])
-    unit = min((height - top - bottom) / yspan, (width - left - 20) / xspan)
+    unit = min((height - top - bottom) / yspan, (width - left - 20) / xspan, 100)  # a tiny grid: cells, not tiles
     # a grid limited by the width (a Jacobi block's two rows): no empty band, rows still apart
     height = min(height, int(top + bottom + min((height - top - bottom) / yspan, 2.2 * unit) * yspan) + 1)
     cell = int(unit * 0.92)

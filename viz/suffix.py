@@ -78,6 +78,48 @@ def match_html(trace, si: int, context: int = 12) -> str:
             + "".join(spans) + "</div>")
 
 
+def match_figure(trace, si: int, context: int = 6, per_row: int = 12) -> go.Figure:
+    """Step ``si``'s match as token cells, ``per_row`` to a row in text order (``match_pieces``):
+    the text's end (the suffix matched), its latest earlier occurrence and what followed it there
+    (the draft's first token) coloured, a gap cell where text is left out."""
+    r = _rec(trace, si)
+    texts, pieces = token_texts(trace), match_pieces(trace, si, context)
+    if not pieces:
+        return empty_figure(f"Step {si}: no text to match yet.")
+    xs, ys, fill, text, hover = [], [], [], [], []
+    for k, (i, t, kind) in enumerate(pieces):
+        xs.append(k % per_row); ys.append(k // per_row)
+        if kind == "gap":
+            fill.append("#FFFFFF"); text.append("…"); hover.append("text left out")
+            continue
+        fill.append(MATCH_KINDS[kind][0] if kind else "#EEEEEE")
+        text.append(cell_label(piece(texts, t), 6))
+        hover.append(f"{esc(MATCH_KINDS[kind][1]) if kind else 'context'} · index {i} of prompt + output"
+                     f"<br>token {hover_label(piece(texts, t))} (id {t})")
+    fig = go.Figure(go.Scatter(x=xs, y=ys, mode="markers+text", text=text, hovertext=hover, hoverinfo="text",
+                               showlegend=False, textposition="middle center",
+                               textfont=dict(size=11, color=[text_colour(f) for f in fill]),
+                               marker=dict(symbol="square", size=40, color=fill, line=dict(color="#555555", width=1))))
+    legend_entries(fig, [(c, lab) for c, lab in MATCH_KINDS.values()] + [("#EEEEEE", "context")])
+    rows = ys[-1] + 1
+    base_layout(fig, esc(f"Step {si}: the last {r.match} tokens, {WHERE.get(r.where, r.where)}"), 200 + 46 * rows)
+    fig.update_xaxes(range=[-0.6, per_row - 0.4], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[rows - 0.4, -0.6], visible=False, fixedrange=True)
+    return fig
+
+
+def match_cells(trace, si: int, kind: str, context: int = 6, per_row: int = 12) -> list[tuple[int, int, int, int]]:
+    """Boxes (x0, x1, y0, y1) around the ``kind`` cells of ``match_figure``: one per run in a row."""
+    cells = [(k % per_row, k // per_row) for k, (_, _, kd) in enumerate(match_pieces(trace, si, context)) if kd == kind]
+    boxes: list[tuple[int, int, int, int]] = []
+    for x, y in cells:
+        if boxes and boxes[-1][2] == y and boxes[-1][1] == x - 1:
+            boxes[-1] = (boxes[-1][0], x, y, y)
+        else:
+            boxes.append((x, x, y, y))
+    return boxes
+
+
 def best_step(trace) -> int | None:
     """The step to open on: the one whose draft matched furthest (the first such), None without steps."""
     steps = [s for s in trace.steps if s.record is not None]
@@ -117,15 +159,15 @@ def tree_figure(trace, si: int) -> go.Figure:
     cur = text_before(trace, si)[-1]
     labels = [f"{cell_label(piece(texts, t), 5)}<br>{s:.2f}" if r.where != "fallback" else cell_label(piece(texts, t), 5)
               for t, s in zip(r.tokens, r.scores)] + [cell_label(piece(texts, cur), 5)]
-    hover = [f"{hover_label(piece(texts, t))} (id {t}), score {s:.3f}" for t, s in zip(r.tokens, r.scores)]
+    hover = [f"token {hover_label(piece(texts, t))} (id {t}), score {s:.3f}" for t, s in zip(r.tokens, r.scores)]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=labels, showlegend=False, hoverinfo="text",
-                             hovertext=hover + [f"{hover_label(piece(texts, cur))}, the current token"],
+                             hovertext=hover + [f"the current token: token {hover_label(piece(texts, cur))} (id {cur})"],
                              marker=dict(symbol="square", size=30, color=fill, line=dict(color="#333333", width=1)),
                              textfont=dict(size=10, color=[text_colour(f) for f in fill])))
     legend_entries(fig, [(BLUE, "current token"), (FED, "draft token (fed, rejected or not reached)"),
                          (accepted, "accepted (the matched branch)")])
     fig.update_xaxes(range=[-0.6, max(depth) + 0.6], dtick=1, title="depth after the current token", zeroline=False)
-    fig.update_yaxes(visible=False)
+    fig.update_yaxes(visible=False, range=[min(y) - 0.6, max(y) + 0.6])
     store = " [cross-run store of earlier outputs: on]" if trace.params.get("cross_run") else ""
     title = f"Step {si}'s draft tree: {len(r.tokens)} tokens, {len(r.path)} accepted"
     base_layout(fig, esc(title) + store, max(360, 160 + 34 * (max(y) + 1)))

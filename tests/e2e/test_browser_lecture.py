@@ -56,7 +56,7 @@ def walkthroughs():
     from decoding.trace import Trace
     from viz import lecture
     return {kind: lecture.lecture(Trace.load(str(ROOT / "assets" / f"example_{kind}.json")))
-            for kind in ("jacobi", "lookahead")}
+            for kind in ("jacobi", "lookahead", "suffix")}
 
 
 def step_text(pg) -> str:
@@ -93,11 +93,11 @@ def test_projector_lecture_fits_and_runs_from_the_keyboard(page, server, size):
     pg.get_by_text("Projector mode", exact=True).first.click()
     wait_idle(pg)
     assert pg.locator('[data-testid="stSidebar"]').first.is_hidden()
-    for kind, label in (("jacobi", "Jacobi decoding"), ("lookahead", "Lookahead decoding")):
+    for kind, label in (("jacobi", "Jacobi decoding"), ("lookahead", "Lookahead decoding"), ("suffix", "Suffix drafting")):
         steps = walks[kind]
         n = len(steps)
         pg.get_by_role("button", name="Setup").click()
-        pg.get_by_text(label, exact=True).first.click()
+        pg.locator('[data-testid="stRadio"]').get_by_text(label, exact=True).first.click()  # not the nav link
         wait_idle(pg)
         pg.keyboard.press("Escape")  # close the popover
         pg.evaluate("document.activeElement && document.activeElement.blur()")  # keys go to the page
