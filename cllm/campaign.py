@@ -46,6 +46,7 @@ MANIFEST = "manifest.json"
 SHARDS = "shards"
 PARTIAL = "partial"
 RUN = "run"
+PORTABLE = "checkpoint"  # run/checkpoint/: the committed, machine-independent training checkpoint
 
 
 @dataclass
@@ -291,6 +292,11 @@ def read_curve(root: str) -> list[dict]:
 
 # --- training -------------------------------------------------------------------------------------
 
+def _tuples(x):
+    """random.Random's state read back from JSON (lists -> the tuples setstate wants)."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed")
 
 
@@ -315,6 +321,7 @@ class Trainer:
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / max(1, st.warmup)))
         self.rng = random.Random(st.seed)
         self.step, self.items_seen, self.seconds, self.pos = 0, 0, 0.0, [0, 0]
+        self.resumed_from = ""  # "state" (exact), "portable" (the committed checkpoint) or "" (a fresh start)
         self._shard: tuple[int, list[dict]] | None = None
         self.restore()
 
@@ -322,15 +329,28 @@ class Trainer:
     def state_path(self) -> Path:
         return self.c.root / RUN / "state.pt"
 
+    @property
+    def portable_dir(self) -> Path:
+        """The committed checkpoint (``save``): LoRA weights in bfloat16 (under the repo's 5 MB per
+        file at r 16 on the bundled model) and the position, for a checkout without state.pt."""
+        return self.c.root / RUN / PORTABLE
+
+    def _check_config(self, config: dict, where: Path) -> None:
+        diff = {k: (config.get(k), getattr(self.st, k)) for k in TRAIN_KEYS if config.get(k) != getattr(self.st, k)}
+        if diff:
+            raise UsageError(f"{where} was trained with other settings: " + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
+
     def restore(self) -> None:
+        """Resume from run/state.pt (exact: fp32 weights, AdamW moments, RNG states) or, on a machine
+        without it, from the committed portable checkpoint (the weights rounded to bfloat16, AdamW's
+        moments start again from zero, the data position and RNG states as saved)."""
         import torch
 
         if not self.state_path.is_file():
+            self._restore_portable()
             return
         s = torch.load(self.state_path, weights_only=False)
-        diff = {k: (s["config"].get(k), getattr(self.st, k)) for k in TRAIN_KEYS if s["config"].get(k) != getattr(self.st, k)}
-        if diff:
-            raise UsageError(f"{self.state_path} was trained with other settings: " + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
+        self._check_config(s["config"], self.state_path)
         with torch.no_grad():
             for k, v in s["params"].items():
                 self.named[k].copy_(v)
@@ -344,9 +364,49 @@ class Trainer:
         self.rng.setstate(s["rng"])
         torch.set_rng_state(s["torch_rng"])
         self.step, self.items_seen, self.seconds, self.pos = s["step"], s["items_seen"], s["seconds"], list(s["pos"])
+        self.resumed_from = "state"
+
+    def _restore_portable(self) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        meta_p, w_p = self.portable_dir / "state.json", self.portable_dir / "lora_bf16.safetensors"
+        if not (meta_p.is_file() and w_p.is_file()):
+            return
+        meta = json.loads(meta_p.read_text(encoding="utf-8"))
+        self._check_config(meta["config"], meta_p)
+        weights = load_file(str(w_p))
+        missing = set(self.named) - set(weights)
+        if missing:
+            raise UsageError(f"{w_p} lacks {len(missing)} of the model's LoRA tensors (another model or rank?)")
+        with torch.no_grad():
+            for k, p in self.named.items():
+                p.copy_(weights[k].float())
+        self.sched.last_epoch = meta["step"]  # past the warm-up: the constant learning rate
+        for g in self.opt.param_groups:
+            g["lr"] = self.st.lr * min(1.0, (meta["step"] + 1) / max(1, self.st.warmup))
+        self.rng.setstate(_tuples(meta["rng"]))
+        torch.manual_seed(self.st.seed * 7919 + meta["step"])  # the torch RNG of state.pt is not kept
+        self.step, self.items_seen, self.seconds, self.pos = meta["step"], meta["items_seen"], meta["seconds"], list(meta["pos"])
+        self.resumed_from = "portable"
+
+    def _save_portable(self) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        d = self.portable_dir
+        d.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().to(torch.bfloat16).contiguous() for k, v in self.named.items()},
+                  str(d / "lora_bf16.tmp"))
+        os.replace(d / "lora_bf16.tmp", d / "lora_bf16.safetensors")
+        meta = {"config": {k: getattr(self.st, k) for k in TRAIN_KEYS}, "step": self.step, "items_seen": self.items_seen,
+                "seconds": round(self.seconds, 2), "pos": list(self.pos), "rng": self.rng.getstate(),
+                "saved": time.strftime("%Y-%m-%d %H:%M")}
+        (d / "state.tmp").write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(d / "state.tmp", d / "state.json")
 
     def save(self) -> None:
-        """The state (atomically) and the loadable adapter."""
+        """The state (atomically), the portable checkpoint and the loadable adapter."""
         import torch
 
         from .train import save_model
@@ -362,6 +422,7 @@ class Trainer:
                     "sched": self.sched.state_dict(), "rng": self.rng.getstate(), "torch_rng": torch.get_rng_state()},
                    p.with_suffix(".tmp"))
         os.replace(p.with_suffix(".tmp"), p)
+        self._save_portable()
         save_model(self.model, self.lm.tokenizer, str(self.c.root / RUN / "adapter"), self.c.model, True,
                    {"base": self.c.model, "campaign": str(self.c.root), "step": self.step, "items_seen": self.items_seen,
                     "train_seconds": round(self.seconds, 1), "settings": asdict(self.st)})

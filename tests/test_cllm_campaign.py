@@ -3,6 +3,7 @@ the learning curve; on a tiny random model (no bundled model, a few seconds)."""
 
 import gzip
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -106,6 +107,35 @@ def test_training_resumes_where_it_stopped(camp, tmp_path):
     for k, p in one.named.items():
         assert torch.allclose(p, b.named[k], rtol=2e-2, atol=2e-4), k
     assert (other.root / "run" / "adapter" / "adapter_model.safetensors").is_file()
+
+
+def test_a_checkout_without_the_state_file_resumes_from_the_committed_checkpoint(camp):
+    """Issue 20, item 3: run/state.pt (fp32 weights, AdamW moments) is machine-local; the committed
+    run/checkpoint/ (LoRA weights in bfloat16, the position and the data RNG) lets another machine
+    go on at the same step and item, with the weights rounded and the moments fresh."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    a = cp.Trainer(camp, lm)
+    for _ in range(3):
+        a.train_step()
+    a.save()
+    d = camp.root / "run" / "checkpoint"
+    assert (d / "lora_bf16.safetensors").is_file() and json.loads((d / "state.json").read_text())["step"] == 3
+    (camp.root / "run" / "state.pt").unlink()  # another machine: the checkout only
+    b = cp.Trainer(camp, _lm())
+    assert b.resumed_from == "portable" and (b.step, b.items_seen, b.pos) == (3, a.items_seen, a.pos)
+    for k, p in a.named.items():
+        assert torch.equal(b.named[k], p.detach().to(torch.bfloat16).float()), k
+        assert not torch.equal(b.named[k], torch.zeros_like(p))
+    assert b.rng.getstate() == a.rng.getstate()
+    assert b.opt.param_groups[0]["lr"] == camp.settings.lr  # past the warm-up (2 steps)
+    row = b.train_step()
+    assert row["step"] == 4 and math.isfinite(row["total"])
+    state = json.loads((d / "state.json").read_text())
+    state["config"]["lr"] = 1.0
+    (d / "state.json").write_text(json.dumps(state))
+    with pytest.raises(UsageError, match="lr"):
+        cp.Trainer(camp, _lm())
 
 
 def test_other_training_settings_are_refused_on_resume(camp):
