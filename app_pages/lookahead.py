@@ -25,6 +25,7 @@ if t is not None:
     st.markdown(lookahead.pool_sources_sentence(t))
     with st.expander("What W, N and G change, in this run's numbers"):
         st.markdown(lookahead.wng_text(t))  # numbers only, no model text
+        ui.chart(lookahead.g_figure, t, key="la_g")
     ui.budget_section(t, "la")
     if t.sampled:
         st.subheader("Sampling: the verification decisions")

@@ -6,9 +6,10 @@ model, the skinny kernel as every shipped trace) x lookahead at the lab's defaul
 a small window (W=2, N=3, G=2), the paper's settings (W=15, N=5, G=15, window-only pool), with the
 cost-aware budget, and Jacobi with n = 8, 16 and 32; and suffix drafting on the edit workload's
 first prompt (a file rewritten with a small change: text that repeats; 192 new tokens, to reach the
-file's text). The CLLM vs base pair on one prompt is the CLLM
-page's (assets/cllm). Written: one trace per run and index.json (label, method, settings, prompt,
-tokens per step), which the sidebar's gallery lists. Run from the repo root:
+file's text). The CLLM vs base pair on one prompt is the CLLM page's (assets/cllm), copied in
+(run the script again after `python -m cllm pair` makes a new one). Written: one trace per run and
+index.json (label, method, settings, prompt, tokens per step), which the sidebar's gallery lists.
+Run from the repo root:
 
     python scripts/make_gallery.py [--max-new-tokens 64] [--out assets/gallery] [--only NAME,...]
 
@@ -26,6 +27,7 @@ import time
 from decoding.loop import Run
 from decoding.methods import REGISTRY
 from decoding.model import load_model
+from decoding.trace import Trace
 
 PROMPTS = {  # slug -> (label, prompt): the app's example prompts of these labels
     "primes": ("Code: primes", "Write a Python function is_prime(n) that checks whether n is a prime number, "
@@ -55,6 +57,11 @@ def edit_prompt() -> str:
     """The edit workload's first prompt (benchmarks/edits): a file to rewrite with a small change."""
     with open(EDITS, encoding="utf-8") as f:
         return json.loads(f.readline())["turns"][0]
+
+
+ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets")
+PAIR = (("cllm_pair_base", "base_jacobi.json", "Jacobi n = 16, the base model"),
+        ("cllm_pair_cllm", "cllm_jacobi.json", "Jacobi n = 16, the shipped CLLM (assets/cllm/adapter)"))
 
 
 def runs() -> list[tuple[str, str, str, str, str, dict]]:
@@ -100,7 +107,14 @@ def main() -> None:
                                  "tokens_per_step": round(trace.tokens_per_step, 3)}
         print(f"{name:28s} {len(trace.output_ids)} tokens, {trace.n_steps} steps, {trace.tokens_per_step:.2f} tokens/step, "
               f"{time.perf_counter() - t0:.1f} s -> {path} ({os.path.getsize(path) // 1024} KiB)")
-    order = [f"{r[0]}.json" for r in todo]
+    for name, src, setting in PAIR:  # the CLLM page's pair: copied, the same prompt on both models
+        trace = Trace.load(os.path.join(ASSETS, "cllm", src))
+        trace.save(os.path.join(a.out, f"{name}.json"))
+        index[f"{name}.json"] = {"file": f"{name}.json", "prompt": "GSM8K-style problem (the CLLM page's)",
+                                 "setting": setting, "method": trace.method, "params": trace.params,
+                                 "tokens": len(trace.output_ids), "steps": trace.n_steps,
+                                 "tokens_per_step": round(trace.tokens_per_step, 3)}
+    order = [f"{r[0]}.json" for r in todo] + [f"{name}.json" for name, _, _ in PAIR]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     with open(index_path, "w", encoding="utf-8") as f:
         json.dump({"made": time.strftime("%Y-%m-%d %H:%M"), "load_avg": load, "max_new_tokens": a.max_new_tokens,

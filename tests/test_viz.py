@@ -522,3 +522,6 @@ def test_what_w_n_and_g_change_in_the_runs_numbers():
     assert "1 of 1 accepted candidates were not the first one" in words
     assert "1 fewer token (1 step)" in words and "up to 2 fewer tokens" in words  # (G - 1) x (N - 1) = 1 x 2
     assert "1 of 1 accepting steps matched all 2" in words
+    fig = lookahead.g_figure(t)
+    assert list(fig.data[0].y) == [0, 2] and list(fig.data[1].x) == [1] and list(fig.data[1].y) == [2]  # rank 2
+    assert "1 of 1 accepted were not the first" in fig.layout.title.text

@@ -357,6 +357,31 @@ def lost_with_g(trace, g: int) -> tuple[int, int]:
     return steps, tokens
 
 
+def g_figure(trace) -> go.Figure:
+    """What G buys, step by step: the candidates each step verified (the pool's n-grams for its
+    current token, at most G) as bars, and the rank of the one accepted (1 = the first) as a dot
+    with how many tokens it matched."""
+    idx = lookahead_steps(trace)
+    if not idx:
+        return empty_figure("No lookahead steps recorded in this trace.")
+    recs = [trace.steps[i].record for i in idx]
+    G = trace.params["G"]
+    fig = go.Figure(go.Bar(x=idx, y=[len(r.candidates) for r in recs], marker_color=GREY, name="candidates verified",
+                           hovertemplate="step %{x}: %{y} candidates<extra></extra>"))
+    acc = [(i, r.chosen + 1, r.matched[r.chosen]) for i, r in zip(idx, recs) if r.chosen >= 0]
+    fig.add_trace(go.Scatter(x=[a[0] for a in acc], y=[a[1] for a in acc], mode="markers", name="rank of the accepted one",
+                             marker=dict(color=GREEN, size=[8 + 3 * a[2] for a in acc], line=dict(color=BLACK, width=1)),
+                             customdata=[a[2] for a in acc],
+                             hovertemplate="step %{x}: candidate %{y} accepted, %{customdata} tokens matched<extra></extra>"))
+    fig.add_hline(y=G, line=dict(color=BLACK, dash="dot"), annotation_text=f"G = {G}", annotation_position="top left")
+    later = sum(a[1] > 1 for a in acc)
+    base_layout(fig, f"Candidates per step and the rank accepted (dot size: tokens matched) · {later} of {len(acc)} "
+                     f"accepted were not the first", 340)
+    fig.update_xaxes(title_text="step")
+    fig.update_yaxes(title_text="candidates (rank)", rangemode="tozero", dtick=1 if G <= 10 else None)
+    return fig
+
+
 def wng_text(trace) -> str:
     """What W, N and G change, in this run's numbers (markdown; no model text)."""
     W, N, G = (trace.params[k] for k in ("W", "N", "G"))
