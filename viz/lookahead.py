@@ -375,8 +375,9 @@ def g_figure(trace) -> go.Figure:
                              hovertemplate="step %{x}: candidate %{y} accepted, %{customdata} tokens matched<extra></extra>"))
     fig.add_hline(y=G, line=dict(color=BLACK, dash="dot"), annotation_text=f"G = {G}", annotation_position="top left")
     later = sum(a[1] > 1 for a in acc)
-    base_layout(fig, f"Candidates per step and the rank accepted (dot size: tokens matched) · {later} of {len(acc)} "
-                     f"accepted were not the first", 340)
+    base_layout(fig, wrap_title(f"Candidates per step and the rank accepted (dot size: tokens matched) · {later} of "
+                                f"{len(acc)} accepted were not the first", 70), 380)
+    fig.update_layout(margin=dict(t=120), title=dict(y=1, yanchor="top", pad=dict(t=32)))  # two lines: as _legend_below
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="candidates (rank)", rangemode="tozero", dtick=1 if G <= 10 else None)
     return fig
