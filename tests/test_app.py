@@ -207,3 +207,21 @@ def test_what_if_gallery_shows_a_recorded_run_at_once():
     assert any("what-if gallery" in c.value and "W=15" in c.value for c in at.caption)
     spec = json.loads(charts(at)[0].proto.spec)
     assert "candidate 15" in json.dumps(spec["layout"]["yaxis"]["ticktext"])  # G = 15 rows
+
+
+def test_gallery_script_lists_valid_distinct_runs():
+    """scripts/make_gallery.py's runs: distinct names, every setting valid for its method (the
+    registry's bounds), the paper's settings among them, and each shipped in the index."""
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_gallery
+    from decoding.methods import resolve_params
+    runs = make_gallery.runs()
+    names = [r[0] for r in runs]
+    assert len(names) == len(set(names))
+    for name, _, prompt, _, method, params in runs:
+        assert prompt.strip() and resolve_params(method, params)
+    assert any(p.get("W") == 15 and p.get("N") == 5 and p.get("G") == 15 and not p.get("seed_pool_prompt")
+               for *_, p in runs)
+    shipped = {e["file"] for e in json.loads((ROOT / "assets" / "gallery" / "index.json").read_text())["runs"]}
+    assert {f"{n}.json" for n in names} | {f"{n}.json" for n, _, _ in make_gallery.PAIR} == shipped
