@@ -34,7 +34,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,10 +80,43 @@ class Campaign:
     settings: Settings
     model: str = "bundled"
     shards: list[dict] = field(default_factory=list)
+    run: str = RUN  # the training run's folder: "run", or another recipe's (``use_recipe``)
+    manifest_settings: Settings | None = None  # a recipe's campaign: the manifest's own (what save_manifest writes)
 
     @property
     def items(self) -> int:
         return sum(s["items"] for s in self.shards)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / self.run
+
+
+RECIPE = "recipe.json"  # in a run's folder: its training settings that differ from the manifest's
+
+
+def use_recipe(c: Campaign, run: str, changes: dict[str, Any] | None = None) -> Campaign:
+    """Train in the run folder ``run`` with the manifest's training settings changed by
+    ``changes`` (TRAIN_KEYS only): a recipe compared on the same shards, its own state, metrics and
+    learning curve. The changes are kept in the folder's recipe.json on first use; a later use must
+    give none or the same."""
+    if not re.fullmatch(r"run[A-Za-z0-9_.-]*", run):
+        raise UsageError(f"a run folder's name starts with 'run' and has letters, digits, _ . - only, got {run!r}")
+    changes = dict(changes or {})
+    bad = set(changes) - set(TRAIN_KEYS)
+    if bad:
+        raise UsageError(f"a recipe changes training settings only ({', '.join(TRAIN_KEYS)}), not {', '.join(sorted(bad))}")
+    kept_p = c.root / run / RECIPE
+    kept = json.loads(kept_p.read_text()) if kept_p.is_file() else None
+    if kept is not None and changes and changes != kept:
+        raise UsageError(f"{kept_p} holds another recipe ({kept}); this run asked for {changes}")
+    recipe = kept if kept is not None else changes
+    if kept is None and recipe:
+        kept_p.parent.mkdir(parents=True, exist_ok=True)
+        kept_p.write_text(json.dumps(recipe) + "\n")
+    types = {k: type(getattr(c.settings, k)) for k in recipe}
+    settings = replace(c.settings, **{k: types[k](v) for k, v in recipe.items()})
+    return Campaign(c.root, settings, c.model, c.shards, run, c.manifest_settings or c.settings)
 
 
 def open_campaign(root: str, settings: Settings | None = None, create: bool = False) -> Campaign:
@@ -103,7 +136,8 @@ def open_campaign(root: str, settings: Settings | None = None, create: bool = Fa
 def save_manifest(c: Campaign) -> None:
     c.root.mkdir(parents=True, exist_ok=True)
     tmp = c.root / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps({"model": c.model, "settings": asdict(c.settings), "shards": c.shards}, indent=1) + "\n")
+    settings = c.manifest_settings or c.settings  # never a recipe's changes
+    tmp.write_text(json.dumps({"model": c.model, "settings": asdict(settings), "shards": c.shards}, indent=1) + "\n")
     os.replace(tmp, c.root / MANIFEST)
 
 
@@ -254,7 +288,7 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
 
     st = c.settings
     prompts = [lm.encode(r["prompt"], chat=st.chat) for r in rows]
-    base_file = c.root / RUN / "base_eval.json"
+    base_file = c.root / RUN / "base_eval.json"  # the base model's side: the same for every recipe
     base = json.loads(base_file.read_text()) if base_file.is_file() else None
     if base is None or base.get("ids") != [r["id"] for r in rows]:
         with base_off():
@@ -282,9 +316,9 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
             "base_degenerate_share": round(sum(degenerate(a) for a in base["answers"]) / len(rows), 4)}
 
 
-def read_curve(root: str) -> list[dict]:
-    """The learning-curve rows of a campaign folder (empty if none)."""
-    p = Path(root) / RUN / "curve.jsonl"
+def read_curve(root: str, run: str = RUN) -> list[dict]:
+    """The learning-curve rows of a campaign folder's run (empty if none)."""
+    p = Path(root) / run / "curve.jsonl"
     if not p.is_file():
         return []
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
@@ -327,13 +361,13 @@ class Trainer:
 
     @property
     def state_path(self) -> Path:
-        return self.c.root / RUN / "state.pt"
+        return self.c.run_dir / "state.pt"
 
     @property
     def portable_dir(self) -> Path:
         """The committed checkpoint (``save``): LoRA weights in bfloat16 (under the repo's 5 MB per
         file at r 16 on the bundled model) and the position, for a checkout without state.pt."""
-        return self.c.root / RUN / PORTABLE
+        return self.c.run_dir / PORTABLE
 
     def _check_config(self, config: dict, where: Path) -> None:
         diff = {k: (config.get(k), getattr(self.st, k)) for k in TRAIN_KEYS if config.get(k) != getattr(self.st, k)}
@@ -423,7 +457,7 @@ class Trainer:
                    p.with_suffix(".tmp"))
         os.replace(p.with_suffix(".tmp"), p)
         self._save_portable()
-        save_model(self.model, self.lm.tokenizer, str(self.c.root / RUN / "adapter"), self.c.model, True,
+        save_model(self.model, self.lm.tokenizer, str(self.c.run_dir / "adapter"), self.c.model, True,
                    {"base": self.c.model, "campaign": str(self.c.root), "step": self.step, "items_seen": self.items_seen,
                     "train_seconds": round(self.seconds, 1), "settings": asdict(self.st)})
 
@@ -474,8 +508,8 @@ class Trainer:
         self.seconds += time.perf_counter() - t0
         row = {"step": self.step, "items_seen": self.items_seen, **{k: round(v, 6) for k, v in sums.items()},
                "lr": self.sched.get_last_lr()[0], "block_tokens": tokens, "seconds": round(self.seconds, 2)}
-        (self.c.root / RUN).mkdir(parents=True, exist_ok=True)
-        with open(self.c.root / RUN / "metrics.jsonl", "a", encoding="utf-8") as f:
+        self.c.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.c.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         return row
 
@@ -486,15 +520,15 @@ class Trainer:
         point = {"step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1),
                  **curve_point(self.c, self.lm, self.model.disable_adapter, rows, untrained=self.step == 0),
                  "eval_seconds": round(time.perf_counter() - t0, 1), "date": time.strftime("%Y-%m-%d %H:%M")}
-        (self.c.root / RUN).mkdir(parents=True, exist_ok=True)
-        with open(self.c.root / RUN / "curve.jsonl", "a", encoding="utf-8") as f:
+        self.c.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.c.run_dir / "curve.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(point) + "\n")
         return point
 
 
-def _metrics_upto(root: Path, step: int) -> None:
-    """Cut run/metrics.jsonl back to the rows of the saved state (a killed run wrote more)."""
-    p = root / RUN / "metrics.jsonl"
+def _metrics_upto(run_dir: Path, step: int) -> None:
+    """Cut a run's metrics.jsonl back to the rows of the saved state (a killed run wrote more)."""
+    p = run_dir / "metrics.jsonl"
     if p.is_file():
         keep = [x for x in p.read_text().splitlines(keepends=True) if x.strip() and json.loads(x)["step"] <= step]
         p.write_text("".join(keep))
@@ -507,7 +541,7 @@ def _trainer(c: Campaign, base, say):
     if base is None:
         base = load_model(None if c.model == "bundled" else c.model, progress=say)
     tr = Trainer(c, base)
-    _metrics_upto(c.root, tr.step)
+    _metrics_upto(c.run_dir, tr.step)
     lm = LoadedModel(tr.model, base.tokenizer, base.model_id, base.device, base.dtype,
                      kernel=getattr(base, "kernel", "stock"))
     return tr, lm
@@ -521,16 +555,20 @@ def _curve(tr: Trainer, held: list[dict], say) -> None:
 
 
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
-        say: Callable[[str], None] = print, base=None, max_steps: int = 0) -> dict[str, Any]:
+        say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
+        recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
     collect the next shard (with the adapter off: the base model's trajectories) when they run
     out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
     steps, after each curve point and at the end. SIGTERM/SIGINT end it cleanly at the next step.
     ``base``: the loaded base model (default: load the campaign's); ``max_steps``: stop after this
-    many training steps of this run (0: no limit)."""
+    many training steps of this run (0: no limit); ``run_name`` / ``recipe``: train another recipe in
+    its own run folder (``use_recipe``; one campaign process at a time: they share the shards)."""
     import torch
 
     c = open_campaign(root)
+    if run_name != RUN or recipe:
+        c = use_recipe(c, run_name, recipe)
     stop = {"now": False}
     old = {s: signal.signal(s, lambda *_: stop.update(now=True)) for s in (signal.SIGTERM, signal.SIGINT)}
     t_end = time.perf_counter() + minutes * 60
@@ -539,7 +577,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     tr, lm = _trainer(c, base, say)
     held = heldout_rows(c)
     try:
-        if not read_curve(root) and not collect_only:
+        if not read_curve(root, c.run) and not collect_only:
             _curve(tr, held, say)
             done["points"] += 1
         while not over():

@@ -91,23 +91,38 @@ def build_parser() -> Parser:
     g.add_argument("--eval-every", type=int, default=512, help="a learning-curve point every K items trained")
     g.add_argument("--save-every", type=int, default=20, help="save the training state every K steps")
     g.add_argument("--collect-only", action="store_true", help="only collect shards (no training, no curve)")
+    g.add_argument("--run", default="run", help="the training run's folder (default run); another name with --recipe "
+                   "trains another recipe on the same shards, with its own state and learning curve")
+    g.add_argument("--recipe", default="", help="comma list of training settings that differ from the manifest's, "
+                   "e.g. lr=0.0002,w_ar=20 (kept in the run folder's recipe.json on first use)")
     return p
 
 
 def cmd_campaign(a) -> int:
-    from .campaign import Settings, open_campaign, read_curve, run
+    from .campaign import Settings, open_campaign, read_curve, run, use_recipe
 
+    recipe = {}
+    for part in filter(None, a.recipe.split(",")):
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise UsageError(f"--recipe takes key=value pairs, got {part!r}")
+        try:
+            recipe[k.strip()] = float(v) if any(ch in v for ch in ".e") else int(v)
+        except ValueError:
+            raise UsageError(f"--recipe: {k} must be a number, got {v!r}") from None
     if a.action == "status":
         c = open_campaign(a.dir)
-        print(f"{len(c.shards)} shards, {c.items} items, settings: {c.settings}")
-        for p in read_curve(a.dir)[-5:]:
+        if a.run != "run" or recipe:
+            c = use_recipe(c, a.run, recipe)
+        print(f"{len(c.shards)} shards, {c.items} items, run {c.run}, settings: {c.settings}")
+        for p in read_curve(a.dir, c.run)[-5:]:
             print(json.dumps(p))
         return 0
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
     open_campaign(a.dir, Settings(), create=True)
     _threads()
-    run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say)
+    run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe)
     return 0
 
 

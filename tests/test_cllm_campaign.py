@@ -138,6 +138,31 @@ def test_a_checkout_without_the_state_file_resumes_from_the_committed_checkpoint
         cp.Trainer(camp, _lm())
 
 
+def test_a_recipe_trains_in_its_own_run_folder_on_the_same_shards(camp):
+    """Issue 20, item 4: a recipe compared on the campaign's shards: its own folder, state, metrics
+    and curve; the manifest's settings untouched; another recipe in the same folder is refused."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    b = cp.use_recipe(camp, "run-lr", {"lr": 0.001, "w_ar": 20})
+    assert (b.settings.lr, b.settings.w_ar, b.settings.lora_r) == (0.001, 20.0, camp.settings.lora_r)
+    t = cp.Trainer(b, lm)
+    t.train_step()
+    t.save()
+    assert (camp.root / "run-lr" / "state.pt").is_file() and (camp.root / "run-lr" / "metrics.jsonl").is_file()
+    assert not (camp.root / "run" / "state.pt").exists()  # the main run untouched
+    assert json.loads((camp.root / "run-lr" / "recipe.json").read_text()) == {"lr": 0.001, "w_ar": 20}
+    cp.save_manifest(b)
+    assert cp.open_campaign(str(camp.root)).settings.lr == camp.settings.lr  # never the recipe's
+    again = cp.use_recipe(cp.open_campaign(str(camp.root)), "run-lr")  # no changes given: the kept recipe
+    assert again.settings.lr == 0.001 and cp.Trainer(again, _lm()).step == 1
+    with pytest.raises(UsageError, match="another recipe"):
+        cp.use_recipe(camp, "run-lr", {"lr": 0.01})
+    with pytest.raises(UsageError, match="training settings only"):
+        cp.use_recipe(camp, "run-x", {"n": 8})
+    with pytest.raises(UsageError, match="starts with 'run'"):
+        cp.use_recipe(camp, "../elsewhere", {"lr": 0.01})
+
+
 def test_other_training_settings_are_refused_on_resume(camp):
     lm = _lm()
     cp.collect_shard(camp, lm, say=lambda m: None)
