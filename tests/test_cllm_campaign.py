@@ -120,13 +120,15 @@ def test_a_checkout_without_the_state_file_resumes_from_the_committed_checkpoint
         a.train_step()
     a.save()
     d = camp.root / "run" / "checkpoint"
-    assert (d / "lora_bf16.safetensors").is_file() and json.loads((d / "state.json").read_text())["step"] == 3
+    assert (d / "lora_int8.safetensors.gz").is_file() and json.loads((d / "state.json").read_text())["step"] == 3
     (camp.root / "run" / "state.pt").unlink()  # another machine: the checkout only
     b = cp.Trainer(camp, _lm())
     assert b.resumed_from == "portable" and (b.step, b.items_seen, b.pos) == (3, a.items_seen, a.pos)
     for k, p in a.named.items():
-        assert torch.equal(b.named[k], p.detach().to(torch.bfloat16).float()), k
-        assert not torch.equal(b.named[k], torch.zeros_like(p))
+        q, scale = cp.quantize_rows(p.detach())
+        assert torch.equal(b.named[k], cp.dequantize_rows(q, scale)), k
+        assert (b.named[k] - p).abs().max() <= scale.max() / 2 + 1e-7  # half an int8 step of its row at most
+        assert not torch.equal(b.named[k], torch.zeros_like(p)) or not p.any()
     assert b.rng.getstate() == a.rng.getstate()
     assert b.opt.param_groups[0]["lr"] == camp.settings.lr  # past the warm-up (2 steps)
     row = b.train_step()
@@ -189,3 +191,15 @@ def test_run_collects_trains_and_draws_the_curve(camp):
     cp.run(str(camp.root), minutes=5, eval_every=100, save_every=2, say=said.append, base=_lm(), max_steps=2)
     metrics = [json.loads(x) for x in (camp.root / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 8))
+
+
+def test_int8_rows_round_trip_within_half_a_step():
+    w = torch.tensor([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0]])  # 2 rows < 3 columns: a scale per row
+    q, scale = cp.quantize_rows(w)
+    assert q.dtype == torch.int8 and scale.shape == (2, 1) and q[0, 1] == -127 and not q[1].any()
+    back = cp.dequantize_rows(q, scale)
+    assert torch.all((back - w).abs() <= scale / 2 + 1e-9) and torch.equal(back[1], torch.zeros(3))
+    tall = torch.tensor([[1e-3, 2.0], [2e-3, -1.0], [-4e-3, 0.5]])  # 3 rows > 2 columns: a scale per column
+    q, scale = cp.quantize_rows(tall)
+    assert scale.shape == (1, 2) and q[2, 0] == -127 and q[0, 1] == 127
+    assert torch.all((cp.dequantize_rows(q, scale) - tall).abs() <= scale / 2 + 1e-9)
