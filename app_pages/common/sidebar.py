@@ -74,7 +74,8 @@ def gallery_picker() -> None:
     with st.expander("What-if gallery: pre-recorded runs, instant"):
         st.selectbox("Prompt · setting", list(runs), key="gallery_pick",
                      help="The same two prompts under the settings a class asks about (the paper's W=15, N=5, G=15, "
-                          "a small window, the budget, Jacobi n = 8 / 16 / 32), recorded by scripts/make_gallery.py: "
+                          "a small window, the budget, Jacobi n = 8 / 16 / 32), suffix drafting on an edit of a file, "
+                          "and the CLLM page's base and CLLM traces of one problem, recorded by scripts/make_gallery.py: "
                           "no decoding, no wait.")
         st.button("Show it", key="gallery_show", on_click=_show_gallery, width="stretch")
         if st.session_state.get("gallery_note"):
