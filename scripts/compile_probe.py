@@ -26,10 +26,8 @@ PROMPT = "Write a Python function is_prime(n) that checks whether n is a prime n
 def one(kernel: str, mode: str, max_new_tokens: int) -> dict:
     import torch
 
+    from decoding.kernels import weight_read_seconds
     from decoding.model import load_model
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from profile_step import weight_read_seconds
 
     lm = load_model(None, device="cpu", progress=lambda m: None, kernel=kernel)
     model = lm.model.eval()

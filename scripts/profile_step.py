@@ -19,6 +19,7 @@ import torch
 from transformers import DynamicCache
 
 from decoding.loop import cache_kw
+from decoding.kernels import weight_read_seconds
 from decoding.model import load_model
 
 # operator name (substring, lower case) -> group; the first match wins
@@ -38,18 +39,6 @@ def group(name: str) -> str:
         if any(k in low for k in keys):
             return g
     return "other ops"
-
-
-def weight_read_seconds(model, repeats: int = 20) -> float:
-    """Median time to read every parameter once (a sum over each): the bandwidth floor of a step."""
-    params = [p.detach() for p in model.parameters()]
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for p in params:
-            p.sum()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def profile(lm, context: int, k: int, steps: int) -> tuple[float, dict[str, float]]:

@@ -409,6 +409,52 @@ def _tree_nodes(trace, si: int, nodes: list[int]) -> list[tuple[float, float, fl
     return [(depth[i], depth[i], y[i], y[i]) for i in nodes]
 
 
+def _suffix_match_slide(trace, recs: dict, si: int, title: str, opening: str) -> LectureStep:
+    """A slide of step ``si``'s match: the text's end and its earlier occurrence framed."""
+    r, texts = recs[si], token_texts(trace)
+    ids = suffix.text_before(trace, si)
+    first = ids[r.source] if 0 <= r.source < len(ids) else None
+    boxes = suffix.match_cells(trace, si, "suffix") + suffix.match_cells(trace, si, "earlier")
+    words = "".join(piece(texts, t) for t in ids[-r.match:])
+    return LectureStep(
+        title, opening + f"At step {si} the last {r.match} tokens of the text, {tok(words)}, occurred "
+        f"{suffix.WHERE[r.where]} (both framed)"
+        + (f"; there they were followed by {tok(piece(texts, first))}, the draft's first token" if first is not None else "")
+        + f". The longer the match, the more the draft may hold: at most alpha × match = "
+        f"{trace.params['alpha']} × {r.match} tokens.", "suffix_match", str(si), boxes, f"{r.match} tokens matched")
+
+
+def _suffix_tree_slides(trace, recs: dict, best: int) -> list[tuple[tuple[int, int], LectureStep]]:
+    """The furthest-matching step's draft tree scored by frequency, then its verified branch."""
+    r, texts = recs[best], token_texts(trace)
+    n_tok = len(next(s.tokens for s in trace.steps if s.index == best))
+    accepted = "".join(piece(texts, r.tokens[i]) for i in r.path)
+    return [((best, 1), LectureStep(
+        f"Step {best}: a draft tree scored by frequency",
+        f"What followed the match earlier becomes a tree of {len(r.tokens)} draft tokens: where the text went on "
+        f"in several ways, each branch is scored by how often it did (the product of count ratios along its "
+        f"path, written under each token), and the most frequent ones are kept. The whole tree is fed in one "
+        f"forward pass, each branch with its own causal mask.", "suffix_tree", str(best), [], "")),
+        ((best, 2), LectureStep(
+            f"Step {best}: one forward verifies the tree",
+            f"The model's predictions along the tree select the branch it agrees with: {len(r.path)} draft token"
+            f"{'s' if len(r.path) != 1 else ''}, {tok(accepted)}, match, so this step commits {n_tok} token"
+            f"{'s' if n_tok != 1 else ''} (the matched ones plus the model's own next token). Greedy output stays "
+            f"exactly AR's: a draft only decides how many tokens one forward can confirm.",
+            "suffix_tree", str(best), _tree_nodes(trace, best, r.path), f"{len(r.path)} accepted"))]
+
+
+def _fallback_slide(trace, recs: dict, f: int) -> LectureStep:
+    r = recs[f]
+    return LectureStep(
+        f"Step {f}: no long match, the fallback drafts",
+        f"Here the longest earlier match was {r.match} token{'s' if r.match != 1 else ''}, shorter than "
+        f"min_match = {trace.params['min_match']}: too weak to copy from. As SAM-Decoding does, the step falls "
+        f"back to Token Recycling's matrix (the top successors the model predicted after each token in earlier "
+        f"forwards): a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
+        "suffix_tree", str(f), _tree_nodes(trace, f, r.path), f"{len(r.path)} accepted")
+
+
 def suffix_lecture(trace) -> list[LectureStep]:
     """The suffix-drafting walk in time order: the first step that drafted from a suffix match (the
     text's end found earlier, what followed it), the step whose draft went furthest (its match, its
@@ -417,58 +463,22 @@ def suffix_lecture(trace) -> list[LectureStep]:
     recs = {s.index: s.record for s in trace.steps if s.record is not None}
     if not recs:
         return []
-    texts = token_texts(trace)
-    words = lambda ids: "".join(piece(texts, t) for t in ids)
     matched = [i for i, r in recs.items() if r.where in MATCHED and r.tokens]
     best = max(matched, key=lambda i: (len(recs[i].path), recs[i].match, -i)) if matched else None
     slides: list[tuple[tuple[int, int], LectureStep]] = []
-
-    def match_slide(si: int, title: str, opening: str) -> LectureStep:
-        r = recs[si]
-        ids = suffix.text_before(trace, si)
-        first = ids[r.source] if 0 <= r.source < len(ids) else None
-        boxes = suffix.match_cells(trace, si, "suffix") + suffix.match_cells(trace, si, "earlier")
-        return LectureStep(
-            title, opening + f"At step {si} the last {r.match} tokens of the text, {tok(words(ids[-r.match:]))}, occurred "
-            f"{suffix.WHERE[r.where]} (both framed)"
-            + (f"; there they were followed by {tok(piece(texts, first))}, the draft's first token" if first is not None else "")
-            + f". The longer the match, the more the draft may hold: at most alpha × match = "
-            f"{trace.params['alpha']} × {r.match} tokens.", "suffix_match", str(si), boxes, f"{r.match} tokens matched")
-
     if matched:
-        slides.append(((matched[0], 0), match_slide(
-            matched[0], "Drafting from the text itself",
+        slides.append(((matched[0], 0), _suffix_match_slide(
+            trace, recs, matched[0], "Drafting from the text itself",
             "Suffix drafting keeps every stretch of the prompt and the output written so far in a suffix trie, with how "
             "often each continuation followed it. Each step finds the longest end of the text that occurred before. ")))
     if best is not None:
-        r = recs[best]
         if best != matched[0]:
-            slides.append(((best, 0), match_slide(best, f"Step {best}: a long match", "")))
-        slides.append(((best, 1), LectureStep(
-            f"Step {best}: a draft tree scored by frequency",
-            f"What followed the match earlier becomes a tree of {len(r.tokens)} draft tokens: where the text went on "
-            f"in several ways, each branch is scored by how often it did (the product of count ratios along its "
-            f"path, written under each token), and the most frequent ones are kept. The whole tree is fed in one "
-            f"forward pass, each branch with its own causal mask.", "suffix_tree", str(best), [], "")))
-        n_tok = len(next(s.tokens for s in trace.steps if s.index == best))
-        slides.append(((best, 2), LectureStep(
-            f"Step {best}: one forward verifies the tree",
-            f"The model's predictions along the tree select the branch it agrees with: {len(r.path)} draft token"
-            f"{'s' if len(r.path) != 1 else ''}, {tok(words([r.tokens[i] for i in r.path]))}, match, so this step "
-            f"commits {n_tok} token{'s' if n_tok != 1 else ''} (the matched ones plus the model's own next token). "
-            f"Greedy output stays exactly AR's: a draft only decides how many tokens one forward can confirm.",
-            "suffix_tree", str(best), _tree_nodes(trace, best, r.path), f"{len(r.path)} accepted")))
+            slides.append(((best, 0), _suffix_match_slide(trace, recs, best, f"Step {best}: a long match", "")))
+        slides += _suffix_tree_slides(trace, recs, best)
     fb = [i for i, r in recs.items() if r.where == "fallback" and r.tokens]
     if fb:
         f = max(fb[:20], key=lambda i: (len(recs[i].path), -i))  # an early one that got something
-        r = recs[f]
-        slides.append(((f, 1), LectureStep(
-            f"Step {f}: no long match, the fallback drafts",
-            f"Here the longest earlier match was {r.match} token{'s' if r.match != 1 else ''}, shorter than "
-            f"min_match = {trace.params['min_match']}: too weak to copy from. As SAM-Decoding does, the step falls "
-            f"back to Token Recycling's matrix (the top successors the model predicted after each token in earlier "
-            f"forwards): a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
-            "suffix_tree", str(f), _tree_nodes(trace, f, r.path), f"{len(r.path)} accepted")))
+        slides.append(((f, 1), _fallback_slide(trace, recs, f)))
     slides.sort(key=lambda x: x[0])
     last = max((i for i, r in recs.items() if r.tokens), default=max(recs))  # the last step that drafted
     whole = LectureStep(
