@@ -7,10 +7,12 @@ from viz import sampling, suffix
 
 st.title("Suffix drafting")
 st.markdown("Suffix drafting (SuffixDecoding, NeurIPS 2025; SAM-Decoding, ACL 2025) keeps every stretch of up to D "
-            "tokens of prompt + output in a suffix trie, with how often it occurred. Each step finds the longest end "
-            "of the text that occurred before and drafts what followed it there, as a tree: the most frequent "
+            "tokens of prompt + output in a suffix trie, with how often it occurred. Each step finds the ends of the "
+            "text that occurred before and drafts what followed them there, as a tree: the most frequent "
             "continuations first (a node's score is the product of count ratios along its path), at most alpha x the "
-            "match length tokens. A short match hands the step to Token Recycling's matrix (SAM-Decoding's fallback). "
+            "match length + offset tokens; it keeps the match whose draft promises the most accepted tokens (the sum "
+            "of its scores), usually the longest. Under min_match tokens Token Recycling's matrix drafts too, in the "
+            "same tree (SAM-Decoding's fallback). "
             "The tree is verified in one forward, like every draft here: greedy output stays AR's.")
 t = ui.trace_for("suffix")
 if t is not None:

@@ -1,5 +1,6 @@
 """Suffix drafting's CPU cost, without a model: microseconds per committed token to update the suffix
-trie, and per step to find the match and build the draft tree (decoding/methods/suffix.py).
+trie, and per step to find the matches and build the best one's draft tree (decoding/methods/suffix.py's
+``best_draft``; the fallback's matrix walk is not counted).
 
 The text: ``--tokens`` random token ids (vocabulary ``--vocab``) in which ``--copy`` of the
 segments repeat an earlier span (so matches exist, as in real prompts and outputs). Compare the
@@ -16,7 +17,7 @@ import random
 import time
 
 from decoding.methods import resolve_params
-from decoding.methods.suffix import SuffixTrie
+from decoding.methods.suffix import SuffixTrie, best_draft
 
 
 def text(n: int, vocab: int, copy: float, seed: int) -> list[int]:
@@ -42,10 +43,7 @@ def measure(seq: list[int], p: dict) -> dict[str, float]:
         t0 = time.perf_counter()
         trie.extend(tok)
         t1 = time.perf_counter()
-        node = trie.longest_match(trie.active, p["max_match"])
-        m = trie.level[node]
-        if node and m >= p["min_match"]:
-            drafted += len(trie.draft(node, min(p["max_spec"], p["alpha"] * m), p["min_prob"] / 100))
+        drafted += len(best_draft(trie, trie.active, p, len(seq))[2])
         t_draft += time.perf_counter() - t1
         t_ext += t1 - t0
     n = len(seq)

@@ -11,7 +11,7 @@ import pytest
 
 from decoding.loop import decode
 from decoding.methods import ConfigError, resolve_params
-from decoding.methods.suffix import SuffixDrafting, SuffixTrie, band, clear_stores, store
+from decoding.methods.suffix import SuffixDrafting, SuffixTrie, band, best_draft, clear_stores, store
 from decoding.trace import Trace, TraceError
 from decoding.verify import StepContext
 from tiny import generate_greedy, tiny_lm
@@ -112,14 +112,14 @@ def method(prompt, output, **params) -> SuffixDrafting:
 
 
 @pytest.mark.parametrize("params,room,n", [
-    ({"alpha": 1}, 30, 2),  # alpha 1 x match 2
-    ({}, 30, 4),  # the default alpha 2
-    ({"alpha": 2}, 30, 4),
+    ({"alpha": 1, "offset": 0}, 30, 2),  # alpha 1 x match 2
+    ({"offset": 0}, 30, 4),  # the default alpha 2
+    ({"alpha": 2, "offset": 1}, 30, 5),  # + offset
     ({"alpha": 16, "max_spec": 3}, 30, 3),  # capped
     ({"alpha": 2}, 1, 1),  # what is left of max_new_tokens
 ])
 def test_draft_size_grows_with_the_match(params, room, n):
-    m = method([1, 2, 3, 1, 2, 4, 1], [2], **params)
+    m = method([1, 2, 3, 1, 2, 4, 1], [2], min_prob=30, min_match=2, **params)
     tree, match = m.draft(2, room)
     assert (match.length, match.where, match.source) == (2, "prompt", 2)  # 3 at index 2 followed (1, 2)
     assert len(tree.nodes) == n == match.drafted
@@ -127,11 +127,43 @@ def test_draft_size_grows_with_the_match(params, room, n):
     assert [(nd.tag, nd.source) for nd in tree.nodes] == [(0.5, "sfx50")] * min(n, 2) + [(0.5, "sfx90")] * max(n - 2, 0)
 
 
+def test_the_draft_that_promises_most_wins_over_the_longest_match():
+    # the 3-token match (5, 1, 2) was followed by 7 once: its draft [7, 8, 1] is worth 3 tokens,
+    # more than (1, 2)'s (7, 6 or 9, a third each)
+    m = method([5, 1, 2, 7, 8, 1, 2, 6, 1, 2, 9, 4], [5, 1, 2], offset=0, alpha=1, min_prob=0, min_match=2)
+    tree, match = m.draft(2, 30)
+    assert match.length == 3 and [nd.token for nd in tree.nodes] == [7, 8, 1]
+    value, node, _ = best_draft(m.trie, m.trie.active, m.p, 30)
+    assert m.trie.level[node] == 3 and value == pytest.approx(3.0)
+    # (7, 1, 2) was followed by 5, 6 and 9 once each (3 draft tokens worth 1.0); (1, 2) by 5 seven
+    # times in 9, and 5 always by 4: its 2-token draft [5, 4] is worth 2 x 7/9 and wins
+    t = [10, 7, 1, 2, 5, 4, 11, 7, 1, 2, 6, 0, 12, 7, 1, 2, 9, 0] + [1, 2, 5, 4] * 6 + [3, 7, 1, 2]
+    m2 = method(t[:-1], t[-1:], offset=0, alpha=1, min_prob=0, min_match=2)
+    value, node, items = best_draft(m2.trie, m2.trie.active, m2.p, 30)
+    assert m2.trie.level[node] == 2 and [p for p, *_ in items] == [(5,), (5, 4)] and value == pytest.approx(14 / 9)
+    tree, match = m2.draft(2, 30)
+    assert match.length == 2 and [nd.token for nd in tree.nodes] == [5, 4]
+    longest = m2.trie.longest_match(m2.trie.active, 12)
+    assert m2.trie.level[longest] == 3, "the longest match was (7, 1, 2)"
+
+
+def test_a_short_match_drafts_with_the_fallback_in_one_tree():
+    m = method([1, 2, 3, 4, 9, 8], [9], offset=2)  # (9,) was followed by 8: a 1-token match
+    m.matrix[9] = [5]
+    tree, match = m.draft(9, 30)
+    assert (match.length, match.where) == (1, "fallback")
+    assert [(nd.token, nd.source, nd.tag) for nd in tree.nodes if nd.parent == -1] == [(8, "sfx_short", 1.0), (5, "top1", 0.0)]
+    alone = method([1, 2, 3, 4, 9, 8], [9], offset=2, fallback=False).draft(9, 30)
+    assert alone[1].where == "prompt" and [nd.token for nd in alone[0].nodes] == [8, 9]  # the text 9, 8, 9
+
+
 def test_where_is_output_for_a_match_in_the_output():
     m = method([9], [5, 6, 7, 5, 6, 7, 5, 6])
     tree, match = m.draft(6, 30)
-    # text [9, 5, 6, 7, 5, 6, 7, 5, 6]: (5, 6, 7, 5, 6) occurred at 1..5, then 7 at index 6
-    assert (match.where, match.length, match.source) == ("output", 5, 6) and tree.nodes[0].token == 7
+    # text [9, 5, 6, 7, 5, 6, 7, 5, 6]: (5, 6, 7, 5, 6) occurred at 1..5, then 7 at index 6 and the text
+    # ends (a 3-token draft); (5, 6) occurred at 1..2 too, followed by 7 5 6 7 5 6: the longer draft wins
+    assert (match.where, match.length, match.source) == ("output", 2, 6)
+    assert [nd.token for nd in tree.nodes] == [7, 5, 6, 7, 5, 6]
 
 
 def test_a_short_match_falls_back_to_the_matrix():
@@ -166,7 +198,7 @@ def test_suffix_drafts_are_accepted_and_recorded(cyc):
         assert sum(o == "suffix" for o in s.origins) == min(len(r.path), len(s.tokens))
         assert all(0 < x <= 1 for x in r.scores) and len(r.scores) == len(r.tokens)
         assert r.where in ("prompt", "output", "") and (r.where == "") == (not r.tokens)
-    assert max(r.match for r in recs) >= 6 and max(len(r.path) for r in recs) >= 3
+    assert max(r.match for r in recs) >= 4 and max(len(r.path) for r in recs) >= 3
 
 
 def test_record_round_trips_and_is_validated(cyc):

@@ -448,10 +448,11 @@ def _fallback_slide(trace, recs: dict, f: int) -> LectureStep:
     r = recs[f]
     return LectureStep(
         f"Step {f}: no long match, the fallback drafts",
-        f"Here the longest earlier match was {r.match} token{'s' if r.match != 1 else ''}, shorter than "
-        f"min_match = {trace.params['min_match']}: too weak to copy from. As SAM-Decoding does, the step falls "
+        f"Here the best earlier match was {r.match} token{'s' if r.match != 1 else ''}, shorter than "
+        f"min_match = {trace.params['min_match']}: too weak to rely on. As SAM-Decoding does, the step falls "
         f"back to Token Recycling's matrix (the top successors the model predicted after each token in earlier "
-        f"forwards): a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
+        f"forwards), grafted onto the short match's own draft (its nodes keep a score; the matrix's show none): "
+        f"a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
         "suffix_tree", str(f), _tree_nodes(trace, f, r.path), f"{len(r.path)} accepted")
 
 
@@ -459,7 +460,7 @@ def suffix_lecture(trace) -> list[LectureStep]:
     """The suffix-drafting walk in time order: the first step that drafted from a suffix match (the
     text's end found earlier, what followed it), the step whose draft went furthest (its match, its
     tree scored by frequency, the verified branch), the first fallback step (Token Recycling's
-    matrix when no match is long enough), the whole run."""
+    matrix beside a match shorter than min_match), the whole run."""
     recs = {s.index: s.record for s in trace.steps if s.record is not None}
     if not recs:
         return []
@@ -470,7 +471,8 @@ def suffix_lecture(trace) -> list[LectureStep]:
         slides.append(((matched[0], 0), _suffix_match_slide(
             trace, recs, matched[0], "Drafting from the text itself",
             "Suffix drafting keeps every stretch of the prompt and the output written so far in a suffix trie, with how "
-            "often each continuation followed it. Each step finds the longest end of the text that occurred before. ")))
+            "often each continuation followed it. Each step finds the ends of the text that occurred before and keeps "
+            "the one whose continuations promise most (usually the longest). ")))
     if best is not None:
         if best != matched[0]:
             slides.append(((best, 0), _suffix_match_slide(trace, recs, best, f"Step {best}: a long match", "")))

@@ -18,7 +18,7 @@ MATCH_KINDS = {"suffix": ("#56B4E9", "the text's end: the suffix matched"),
                "earlier": ("#F0E442", "its latest earlier occurrence"),
                "next": ("#E69F00", "what followed it there: the draft's first token")}
 WHERE = {"prompt": "in the prompt", "output": "earlier in the output", "earlier": "in an earlier run's output",
-         "fallback": "nowhere long enough: Token Recycling's matrix drafted", "": "nowhere: no draft"}
+         "fallback": "too short to rely on: Token Recycling's matrix drafted too", "": "nowhere: no draft"}
 
 
 def suffix_steps(trace) -> list[int]:
@@ -129,7 +129,7 @@ def best_step(trace) -> int | None:
 def match_sentence(trace, si: int) -> str:
     r = _rec(trace, si)
     found = f"the last {r.match} tokens occurred {WHERE[r.where]}" if r.where in ("prompt", "output", "earlier") \
-        else f"the longest earlier match was {r.match} tokens; {WHERE[r.where]}"
+        else f"the best earlier match was {r.match} token{'s' if r.match != 1 else ''}; {WHERE[r.where]}"
     cut = f" ({r.drafted} drafted, the budget fed {len(r.tokens)})" if r.drafted != len(r.tokens) else ""
     return f"Step {si}: {found}; a tree of {len(r.tokens)} draft tokens{cut}, {len(r.path)} accepted."
 
@@ -144,8 +144,8 @@ def tree_figure(trace, si: int) -> go.Figure:
     depth, y = tree_layout(r.parents)
     root_y = (min(y) + max(y)) / 2
     on = set(r.path)
-    accepted = RECYCLED if r.where == "fallback" else SUFFIX
-    fill = [accepted if i in on else FED for i in range(len(r.tokens))] + [BLUE]
+    accepted = [SUFFIX if sc > 0 else RECYCLED for sc in r.scores]  # score 0: the fallback's matrix drafted it
+    fill = [accepted[i] if i in on else FED for i in range(len(r.tokens))] + [BLUE]
     xs, ys = depth + [0], y + [root_y]
     fig = go.Figure()
     for want in (False, True):
@@ -157,15 +157,17 @@ def tree_figure(trace, si: int) -> go.Figure:
         fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color=BLACK if want else GREY, width=3 if want else 1)))
     cur = text_before(trace, si)[-1]
-    labels = [f"{cell_label(piece(texts, t), 5)}<br>{s:.2f}" if r.where != "fallback" else cell_label(piece(texts, t), 5)
+    labels = [f"{cell_label(piece(texts, t), 5)}<br>{s:.2f}" if s > 0 else cell_label(piece(texts, t), 5)
               for t, s in zip(r.tokens, r.scores)] + [cell_label(piece(texts, cur), 5)]
-    hover = [f"token {hover_label(piece(texts, t))} (id {t}), score {s:.3f}" for t, s in zip(r.tokens, r.scores)]
+    hover = [f"token {hover_label(piece(texts, t))} (id {t}), " + (f"score {s:.3f}" if s > 0 else "the fallback's matrix")
+             for t, s in zip(r.tokens, r.scores)]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=labels, showlegend=False, hoverinfo="text",
                              hovertext=hover + [f"the current token: token {hover_label(piece(texts, cur))} (id {cur})"],
                              marker=dict(symbol="square", size=30, color=fill, line=dict(color="#333333", width=1)),
                              textfont=dict(size=10, color=[text_colour(f) for f in fill])))
-    legend_entries(fig, [(BLUE, "current token"), (FED, "draft token (fed, rejected or not reached)"),
-                         (accepted, "accepted (the matched branch)")])
+    kinds = [(SUFFIX, "accepted, from the suffix match"), (RECYCLED, "accepted, from the fallback's matrix")]
+    legend_entries(fig, [(BLUE, "current token"), (FED, "draft token (fed, rejected or not reached)")]
+                   + [k for k in kinds if k[0] in set(accepted)])
     fig.update_xaxes(range=[-0.6, max(depth) + 0.6], dtick=1, title="depth after the current token", zeroline=False)
     fig.update_yaxes(visible=False, range=[min(y) - 0.6, max(y) + 0.6])
     store = " [cross-run store of earlier outputs: on]" if trace.params.get("cross_run") else ""
@@ -182,6 +184,7 @@ def summary_sentence(trace) -> str:
     tokens = sum(o == "suffix" for s in trace.steps for o in s.origins)
     med = f" (median match {sfx[len(sfx) // 2]} tokens)" if sfx else ""
     store = " The cross-run store of earlier outputs was on." if trace.params.get("cross_run") else ""
-    return (f"{len(sfx)} of {len(recs)} steps drafted from a suffix match{med}, {fb} from Token Recycling's matrix "
-            f"(the fallback), {len(recs) - len(sfx) - fb} had no draft; {tokens} of {len(trace.output_ids)} output "
+    short = f"under {trace.params['min_match']} tokens" if "min_match" in trace.params else "short"
+    return (f"{len(sfx)} of {len(recs)} steps drafted from a suffix match{med}, {fb} from a match {short} (or none) "
+            f"and Token Recycling's matrix (the fallback) together, {len(recs) - len(sfx) - fb} had no draft; {tokens} of {len(trace.output_ids)} output "
             f"tokens came from suffix drafts.{store}")

@@ -7,27 +7,31 @@ token, which is amortised O(1) for a fixed D (a suffix automaton would make it O
 length, but it keeps no counts of what followed).
 
 Each step:
-1. the match: the longest suffix of the text (at most max_match tokens) whose node has children,
-   i.e. that occurred before and was followed by something;
-2. the draft (SuffixDecoding's tree speculation): the continuations in the match node's subtree,
+1. the matches: every suffix of the text (at most max_match tokens) whose node has children, i.e.
+   that occurred before and was followed by something;
+2. each match's draft (SuffixDecoding's tree speculation): the continuations in its node's subtree,
    best first by score = the product of count(child) / count(children of the parent) along the
    path (how often that continuation followed), nodes under ``min_prob`` percent left out, at most
-   ``alpha x match`` tokens (SuffixDecoding's max_spec_factor: a longer match earns a longer
-   draft), capped at ``max_spec``;
-3. a short match (under ``min_match`` tokens) or no draft: Token Recycling's successor matrix drafts
-   instead (SAM-Decoding's fallback; decoding/methods/recycling.py's walk and write_rows, the
-   matrix seeded with the prompt's bigrams);
+   ``alpha x match + offset`` tokens (SuffixDecoding's max_spec_factor and offset: a longer match
+   earns a longer draft), capped at ``max_spec``; the step keeps the draft whose scores sum highest
+   (its expected accepted length; ``best_draft``): usually the longest match's, a shorter one's
+   where the long match's continuations disagree;
+3. a short match (under ``min_match`` tokens, or none): Token Recycling's successor matrix drafts too
+   (SAM-Decoding's fallback; decoding/methods/recycling.py's walk and write_rows, the matrix
+   seeded with the prompt's bigrams), its tree grafted onto the short match's draft;
 4. the tree is fed in one forward with a tree mask and verified by the shared verifiers (greedy
    exact, sampling distribution-preserving); with ``budget="auto"`` decoding/budget.py feeds the
    part that pays on this hardware (acceptance learnt per frequency band: "sfx90" for a node whose
-   own ratio is >= 0.9, "sfx50", "sfx20", "sfx0"; the fallback's per matrix column "top1", ...).
+   own ratio is >= 0.9, "sfx50", "sfx20", "sfx0"; "sfx_short" for a short match's node; the
+   fallback's per matrix column "top1", ...).
 
 Optional (``cross_run``, off by default): a store of earlier runs' outputs in this process (a
-session, a bench run), SuffixDecoding's global tree, matched too; the longer match wins.
+session, a bench run), SuffixDecoding's global tree, matched too; the draft that promises more wins.
 
 Worked example: D = 4, text [1, 2, 3, 1, 2, 4, 1, 2]. The text's suffixes (2), (1, 2), (4, 1, 2)
 are nodes; (4, 1, 2) has no children (it occurred only now), (1, 2) has: 3 (count 1) and 4 (1).
-So match = 2; the draft, alpha 2 (up to 4 tokens): [3] 0.5, [4] 0.5, [3, 1] 0.5, [4, 1] 0.5;
+So match = 2; the draft, alpha 2 and offset 0 (up to 4 tokens): [3] 0.5, [4] 0.5, [3, 1] 0.5,
+[4, 1] 0.5 (value 2.0; the match (2) drafts the same continuations, up to 2 tokens: value 1.0);
 with alpha 1 (2 tokens): [3] and [4], two branches of one token each.
 """
 
@@ -48,6 +52,7 @@ from .recycling import prompt_rows, walk, write_rows
 from .spec import BUDGET_PARAM, MethodSpec, Param
 
 BANDS = ((0.9, "sfx90"), (0.5, "sfx50"), (0.2, "sfx20"), (0.0, "sfx0"))  # a node's own ratio -> its source
+SHORT = "sfx_short"  # the source of a node drafted from a match under min_match tokens
 STORE_MAX_NODES = 300_000  # the cross-run store stops growing here (memory: ~100 bytes a node)
 
 
@@ -147,6 +152,39 @@ class SuffixTrie:
         return out
 
 
+def best_draft(trie: SuffixTrie, active: list[int], p: dict, room: int, floor: float = 0.0) -> tuple[float, int, list]:
+    """(expected accepted tokens, match node, draft items) of the suffix match whose draft promises
+    most: each of the text's suffix nodes (``active``) of at most max_match tokens that was followed
+    before drafts up to ``alpha x match + offset`` tokens (SuffixDecoding's max_spec_factor and
+    offset; at most max_spec and ``room``), valued by the sum of its nodes' scores (each the chance
+    the continuation followed, so the sum is the expected accepted length if the text repeats as it
+    did). Longest match first; a shorter one must promise more. (0.0, 0, []) if none beats ``floor``.
+
+    A long match usually wins (its draft may be longer); a short match wins where the long one's
+    continuations disagree and the short one's agree."""
+    best: tuple[float, int, list] = (floor, 0, [])
+    for a in reversed(active):
+        m = trie.level[a]
+        if not a or m > p["max_match"] or not trie.kids[a]:
+            continue
+        n_max = min(p["max_spec"], p["alpha"] * m + p["offset"], room)
+        if n_max <= best[0]:  # a draft's value is at most its size, and shorter matches draft less
+            break
+        items = trie.draft(a, n_max, p["min_prob"] / 100)
+        value = sum(score for _, score, _, _ in items)
+        if value > best[0]:
+            best = (value, a, items)
+    return best if best[1] else (0.0, 0, [])
+
+
+def graft(tree: DraftTree, other: DraftTree) -> None:
+    """Add ``other``'s nodes to ``tree`` (score 0: not a suffix node); a shared prefix stays ``tree``'s."""
+    paths: dict[int, list[int]] = {-1: []}
+    for i, n in enumerate(other.nodes):  # parents come before children
+        paths[i] = paths[n.parent] + [n.token]
+        tree.add(paths[i], n.source, 0.0)
+
+
 _STORES: dict[int, SuffixTrie] = {}  # the cross-run stores of this process, one per trie depth
 _STORE_LOCK = threading.Lock()  # one writer at a time (app sessions run in threads); readers only follow links
 
@@ -186,7 +224,7 @@ class SuffixDrafting(Method):
                 self.cursor = self.store.follow(self.cursor, t)
         k = params["successors"]
         self.matrix: dict[int, list[int]] = prompt_rows(ctx.prompt_ids, k) if params["fallback"] else {}
-        priors = {"sfx90": 0.8, "sfx50": 0.5, "sfx20": 0.25, "sfx0": 0.1} | {f"top{c + 1}": 0.5 / (c + 1) for c in range(k)}
+        priors = {"sfx90": 0.8, "sfx50": 0.5, "sfx20": 0.25, "sfx0": 0.1, SHORT: 0.2} | {f"top{c + 1}": 0.5 / (c + 1) for c in range(k)}
         self.budget = Budget(ctx.costs, Acceptance(priors, deep=0.6)) if is_auto(params) else None
 
     def propose(self, ctx: StepContext) -> Proposal:
@@ -197,31 +235,30 @@ class SuffixDrafting(Method):
         return prop
 
     def draft(self, cur: int, room: int) -> tuple[DraftTree, Match]:
-        """The step's draft tree: from the longest match (local or, if on, the store), else the fallback."""
+        """The step's draft tree: the best suffix match's (local or, if on, the store's); under
+        min_match tokens the fallback's tree joins it (alone where there is no suffix draft)."""
         p, tree = self.p, DraftTree()
         if room <= 0:
             return tree, Match(0, "", -1, 0)
-        trie, node, where = self.trie, self.trie.longest_match(self.trie.active, p["max_match"]), "local"
+        value, node, items = best_draft(self.trie, self.trie.active, p, room)
+        trie, where = self.trie, "local"
         if self.store is not None:
-            other = self.store.longest_match(self.cursor, p["max_match"])
-            if self.store.level[other] > trie.level[node]:
-                trie, node, where = self.store, other, "earlier"
+            other = best_draft(self.store, self.cursor, p, room, floor=value)
+            if other[1]:
+                (value, node, items), trie, where = other, self.store, "earlier"
         m = trie.level[node]
-        items = []
-        if node and m >= p["min_match"]:
-            items = trie.draft(node, min(p["max_spec"], p["alpha"] * m, room), p["min_prob"] / 100)
+        short = m < p["min_match"]
         for path, score, ratio, _ in items:
-            tree.add(list(path), band(ratio), round(score, 4))
-        if items:
-            source = trie.last[items[0][3]] if where == "local" else -1
-            where = ("prompt" if source < self.n_prompt else "output") if where == "local" else where
-            return tree, Match(m, where, source, len(tree.nodes))
-        if p["fallback"]:
+            tree.add(list(path), SHORT if short else band(ratio), max(round(score, 4), 1e-4))
+        source = trie.last[items[0][3]] if items and where == "local" else -1
+        if where == "local":
+            where = ("prompt" if source < self.n_prompt else "output") if items else ""
+        if p["fallback"] and short:
             w = p["fallback_width"]
-            tree = walk(self.matrix, cur, min(p["fallback_depth"], room), w, w)
-            if tree.nodes:
-                return tree, Match(m, "fallback", -1, len(tree.nodes))
-        return tree, Match(m, "", -1, 0)
+            graft(tree, walk(self.matrix, cur, min(p["fallback_depth"], room), w, w))
+            if len(tree.nodes) > len(items):
+                where = "fallback"
+        return tree, Match(m, where, source, len(tree.nodes))
 
     def update(self, ctx, proposal, verdict, argmax, committed, topk=None):
         fed, match = proposal.tree, proposal.note
@@ -256,15 +293,17 @@ SUFFIX_WHERE = ("prompt", "output", "earlier", "fallback", "")
 class SuffixRecord(Record):
     """One suffix-drafting step.
 
-    ``match``: the length of the longest suffix of prompt + output (before the step) that occurred
-    earlier and was followed by a token (0: none, or too short to draft from). ``where``: what the
-    draft came from: "prompt" or "output" (the latest earlier occurrence of its first token's context
-    lies there), "earlier" (the cross-run store of earlier runs' outputs), "fallback" (Token
-    Recycling's matrix: the match was shorter than min_match), "" (no draft). ``source``: index in
-    prompt + output of the draft's first token in that latest occurrence (-1: earlier, fallback, none).
+    ``match``: the length of the suffix of prompt + output (before the step) the draft came from: of
+    those that occurred earlier and were followed by a token, the one whose draft promised most
+    (``best_draft``; 0: none). ``where``: what the draft came from: "prompt" or "output" (the latest
+    earlier occurrence of its first token's context lies there), "earlier" (the cross-run store of
+    earlier runs' outputs), "fallback" (the match was shorter than min_match: Token Recycling's
+    matrix drafted too, its nodes scored 0), "" (no draft). ``source``: index in prompt + output of
+    the draft's first token in that latest occurrence (-1: earlier, or no suffix draft).
     ``drafted``: nodes of the draft tree before a budget cut it. The tree as fed: ``tokens[i]`` with
     parent ``parents[i]`` (-1: the current token) and ``scores[i]``, its frequency score (the
-    product of count(child) / count(children) along its path from the match; 0 for a fallback node).
+    product of count(child) / count(children) along its path from the match, at least 0.0001; 0 for
+    a node only the fallback drafted).
     ``path``: the accepted branch (indices into ``tokens``, root first; its length is how far the
     draft matched).
     """
@@ -313,19 +352,22 @@ SPEC = MethodSpec(
               label="alpha (draft per match)", tuned=True),
         Param("min_prob", 10, "leave out continuations whose frequency score is under this (percent)", 0, 100,
               label="min score (%)"),
-        Param("min_match", 2, "a shorter match hands the step to the fallback", 1, 16, label="min match", tuned=True),
+        Param("offset", 8, "draft tokens beyond alpha x match (SuffixDecoding's max_spec_offset)", 0, 64,
+              label="offset (extra draft tokens)", tuned=True),
+        Param("min_match", 3, "a shorter match also drafts from the fallback (both in one tree)", 1, 16,
+              label="min match", tuned=True),
         Param("fallback", True, "draft from Token Recycling's matrix when the match is short", cli="--no-fallback",
               label="Fall back to Token Recycling's matrix"),
         Param("successors", 8, "top-k successors kept per token (the matrix's columns, the paper's k)", 1, 32,
               label="k (successors per token)"),
-        Param("fallback_depth", 4, "levels of the fallback's draft tree", 1, 16, label="fallback depth"),
-        Param("fallback_width", 4, "branching and max nodes per level of the fallback's tree", 1, 32,
+        Param("fallback_depth", 6, "levels of the fallback's draft tree", 1, 16, label="fallback depth"),
+        Param("fallback_width", 14, "branching and max nodes per level of the fallback's tree", 1, 32,
               label="fallback width"),
         Param("cross_run", False, "match earlier runs' outputs in this process too (SuffixDecoding's global tree)",
               label="Match earlier runs' outputs too"),
         BUDGET_PARAM,
     ),
-    grid=({"max_spec": 16, "alpha": 1, "min_match": 2}, {"max_spec": 32, "alpha": 2, "min_match": 2},
-          {"max_spec": 8, "alpha": 1, "min_match": 3}),
+    grid=({"max_spec": 16, "alpha": 1, "offset": 4, "min_match": 2}, {"max_spec": 32, "alpha": 2, "offset": 8, "min_match": 3},
+          {"max_spec": 8, "alpha": 1, "offset": 0, "min_match": 3}),
     topk_param="successors",
 )
