@@ -357,3 +357,18 @@ def test_the_page_renders_a_sidebar_run(monkeypatch):
     for page in ("app_pages/compare.py", "app_pages/explain.py"):
         at.switch_page(page).run()
         assert not at.exception, page
+
+
+def test_tree_excerpt_keeps_the_accepted_branch_and_the_first_fed():
+    from types import SimpleNamespace
+
+    from viz import suffix as S
+    # 0 -> 1 -> 2 (accepted: 0, 3, 4), 0 -> 3 -> 4, 5 (root), 6 under 5
+    r = SimpleNamespace(tokens=[10, 11, 12, 13, 14, 15, 16], parents=[-1, 0, 1, 0, 3, -1, 5],
+                        scores=[0.5] * 7, path=[0, 3, 4])
+    assert S.tree_excerpt(r) == (r.tokens, r.parents, r.scores, r.path)
+    tokens, parents, scores, path = S.tree_excerpt(r, 4)
+    assert tokens == [10, 11, 13, 14] and parents == [-1, 0, 0, 2] and path == [0, 2, 3]
+    assert S.tree_excerpt(r, 2)[0] == [10, 13, 14], "never fewer than the accepted branch"
+    tokens, parents, _, path = S.tree_excerpt(r, 6)
+    assert tokens == [10, 11, 12, 13, 14, 15] and parents == [-1, 0, 1, 0, 3, -1] and path == [0, 3, 4]

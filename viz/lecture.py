@@ -400,13 +400,16 @@ def lookahead_lecture(trace) -> list[LectureStep]:
 MATCHED = ("prompt", "output", "earlier")  # a SuffixRecord's sources that are a suffix match
 
 
-def _tree_nodes(trace, si: int, nodes: list[int]) -> list[tuple[float, float, float, float]]:
-    """Boxes around draft-tree nodes of step ``si`` (the tree figure's coordinates)."""
+TREE_NODES = 24  # a slide's draft tree: an excerpt of at most this many nodes (cells a projector shows)
+
+
+def _tree_nodes(trace, si: int) -> list[tuple[float, float, float, float]]:
+    """Boxes around step ``si``'s accepted branch in its slide's tree figure (an excerpt of TREE_NODES)."""
     from viz.recycling import tree_layout
 
-    r = next(s.record for s in trace.steps if s.index == si)
-    depth, y = tree_layout(r.parents)
-    return [(depth[i], depth[i], y[i], y[i]) for i in nodes]
+    _, parents, _, path = suffix.tree_excerpt(next(s.record for s in trace.steps if s.index == si), TREE_NODES)
+    depth, y = tree_layout(parents)
+    return [(depth[i], depth[i], y[i], y[i]) for i in path]
 
 
 def _suffix_match_slide(trace, recs: dict, si: int, title: str, opening: str) -> LectureStep:
@@ -441,7 +444,7 @@ def _suffix_tree_slides(trace, recs: dict, best: int) -> list[tuple[tuple[int, i
             f"{'s' if len(r.path) != 1 else ''}, {tok(accepted)}, match, so this step commits {n_tok} token"
             f"{'s' if n_tok != 1 else ''} (the matched ones plus the model's own next token). Greedy output stays "
             f"exactly AR's: a draft only decides how many tokens one forward can confirm.",
-            "suffix_tree", str(best), _tree_nodes(trace, best, r.path), f"{len(r.path)} accepted"))]
+            "suffix_tree", str(best), _tree_nodes(trace, best), f"{len(r.path)} accepted"))]
 
 
 def _fallback_slide(trace, recs: dict, f: int) -> LectureStep:
@@ -453,7 +456,7 @@ def _fallback_slide(trace, recs: dict, f: int) -> LectureStep:
         f"back to Token Recycling's matrix (the top successors the model predicted after each token in earlier "
         f"forwards), grafted onto the short match's own draft (its nodes keep a score; the matrix's show none): "
         f"a tree of {len(r.tokens)} tokens, {len(r.path)} accepted.",
-        "suffix_tree", str(f), _tree_nodes(trace, f, r.path), f"{len(r.path)} accepted")
+        "suffix_tree", str(f), _tree_nodes(trace, f), f"{len(r.path)} accepted")
 
 
 def suffix_lecture(trace) -> list[LectureStep]:
@@ -540,7 +543,7 @@ def lecture_figure(trace, step: LectureStep, large: bool = False) -> go.Figure:
     elif step.figure == "suffix_match":
         fig, cell = suffix.match_figure(trace, int(step.frame)), 40
     elif step.figure == "suffix_tree":
-        fig, cell = suffix.tree_figure(trace, int(step.frame)), 30
+        fig, cell = suffix.tree_figure(trace, int(step.frame), TREE_NODES), 30
     elif step.figure == "jacobi":
         fig, cell = jacobi.block_animation(trace, step.block), jacobi.CELL
         freeze(fig, step.frame)

@@ -6,6 +6,8 @@ Plain data in, Plotly figures and escaped HTML out; no torch.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import plotly.graph_objects as go
 
 from viz.recycling import FED, tree_layout
@@ -134,12 +136,34 @@ def match_sentence(trace, si: int) -> str:
     return f"Step {si}: {found}; a tree of {len(r.tokens)} draft tokens{cut}, {len(r.path)} accepted."
 
 
-def tree_figure(trace, si: int) -> go.Figure:
+def tree_excerpt(r, max_nodes: int | None = None) -> tuple[list[int], list[int], list[float], list[int]]:
+    """(tokens, parents, scores, path) of a step's record's tree, or of an excerpt of at most
+    ``max_nodes`` (never fewer than the accepted branch): the accepted branch, then the other nodes in
+    the order they were fed, each only with its parent; indices renumbered."""
+    n = len(r.tokens)
+    if max_nodes is None or n <= max_nodes:
+        return list(r.tokens), list(r.parents), list(r.scores), list(r.path)
+    keep = set(r.path)
+    for i in range(n):
+        if len(keep) >= max(max_nodes, len(r.path)):
+            break
+        if r.parents[i] < 0 or r.parents[i] in keep:
+            keep.add(i)
+    order = sorted(keep)
+    new = {old: k for k, old in enumerate(order)}
+    return ([r.tokens[i] for i in order], [new.get(r.parents[i], -1) for i in order], [r.scores[i] for i in order],
+            [new[i] for i in r.path])
+
+
+def tree_figure(trace, si: int, max_nodes: int | None = None) -> go.Figure:
     """Step ``si``'s draft tree as fed (x = depth after the current token), each node labelled with its
-    frequency score; the accepted branch in black and coloured."""
-    r = _rec(trace, si)
-    if not r.tokens:
+    frequency score; the accepted branch in black and coloured. ``max_nodes``: an excerpt of a large
+    tree (``tree_excerpt``: the accepted branch and the first nodes fed), said in the title."""
+    rec = _rec(trace, si)
+    if not rec.tokens:
         return empty_figure(f"Step {si} fed no draft (no earlier match, no fallback successors)")
+    tokens, parents, scores, path = tree_excerpt(rec, max_nodes)
+    r = SimpleNamespace(tokens=tokens, parents=parents, scores=scores, path=path)
     texts = token_texts(trace)
     depth, y = tree_layout(r.parents)
     root_y = (min(y) + max(y)) / 2
@@ -171,7 +195,8 @@ def tree_figure(trace, si: int) -> go.Figure:
     fig.update_xaxes(range=[-0.6, max(depth) + 0.6], dtick=1, title="depth after the current token", zeroline=False)
     fig.update_yaxes(visible=False, range=[min(y) - 0.6, max(y) + 0.6])
     store = " [cross-run store of earlier outputs: on]" if trace.params.get("cross_run") else ""
-    title = f"Step {si}'s draft tree: {len(r.tokens)} tokens, {len(r.path)} accepted"
+    shown = f" (showing {len(tokens)}: the accepted branch and the first fed)" if len(tokens) < len(rec.tokens) else ""
+    title = f"Step {si}'s draft tree: {len(rec.tokens)} tokens, {len(r.path)} accepted{shown}"
     base_layout(fig, esc(title) + store, max(360, 160 + 34 * (max(y) + 1)))
     return fig
 
