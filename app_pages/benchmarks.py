@@ -46,7 +46,8 @@ except (OSError, ValueError):
     drafters = None
 if drafters is not None:
     st.subheader("The drafters side by side, and the edit workload")
-    st.markdown("Suffix drafting (a suffix trie over prompt + output: the longest earlier match and what followed it, "
+    st.markdown("Suffix drafting (a suffix trie over prompt + output: earlier matches of the text's end and what "
+                "followed them, "
                 "a draft sized by the match) against prompt lookup, Token Recycling and lookahead, with fixed and "
                 "cost-aware (`:auto`) budgets, on one Spec-Bench prompt per category and on the edit workload "
                 "(`edit_code`, `edit_doc`: the same file rewritten with one small change per turn, the prompt carrying "

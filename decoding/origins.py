@@ -15,7 +15,7 @@ ORIGINS = {
     "output_pool": "lookahead pool n-gram harvested from committed output",
     "pld": "prompt-lookup draft copied from prompt or output",
     "recycled": "Token Recycling: a successor from the adjacency matrix of earlier forwards' top-k predictions",
-    "suffix": "suffix drafting: a continuation of the longest suffix of the text that occurred before",
+    "suffix": "suffix drafting: a continuation of an end of the text that occurred before (usually its longest)",
 }
 
 Origin = Literal[tuple(ORIGINS)]  # type: ignore[valid-type]

@@ -78,7 +78,7 @@ def category_sentence(asset: dict, category: str) -> str:
         words += ", because the answer copies long spans of the prompt and prompt lookup drafts up to k tokens of a span in one step (a lookahead candidate has at most N-1)"
     elif top == "suffix":
         words += (", because the answer repeats long stretches of the text and suffix drafting drafts what followed "
-                  "the longest earlier match, more tokens for a longer match")
+                  "earlier matches of the text's end, more tokens for a longer match")
     elif top == "lookahead" and "pld" in tps:
         words += f" (prompt lookup {tps['pld']:.2f}): its window and pool find n-grams the prompt does not hold"
     if fast:

@@ -69,7 +69,7 @@ PROVENANCE: dict[str, tuple[str, str]] = {
     "output_pool": (PURPLE, "lookahead pool (output n-gram)"),
     "pld": (VERMILLION, "prompt-lookup draft"),
     "recycled": (YELLOW, "Token Recycling: a successor from the matrix"),
-    "suffix": (BLACK, "suffix drafting: what followed the longest earlier match"),
+    "suffix": (BLACK, "suffix drafting: what followed an earlier match of the text's end"),
 }
 
 # Each method's display name and colour, from the method registry (decoding/methods/)

@@ -231,7 +231,7 @@ _REASONS = [
                "tokens, each counted when a step confirmed it)"),
     ("pld", "were copied by prompt lookup from earlier text"),
     ("recycled", "came from Token Recycling's matrix (successors the model predicted after those tokens in earlier forwards)"),
-    ("suffix", "were drafted by suffix matching (what followed the longest earlier occurrence of the text's end, "
+    ("suffix", "were drafted by suffix matching (what followed earlier occurrences of the text's end, "
                "the most frequent continuations first)"),
 ]
 
