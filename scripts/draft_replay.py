@@ -5,7 +5,7 @@ continuation and commits one token more, so for a drafter that looks only at the
 lookup, suffix drafting without its fallback) tokens/step follows from the greedy output alone:
 
     python scripts/draft_replay.py --rows out/bench_edits.jsonl --prompts benchmarks/edits/question.jsonl \
-        --drafter pld --drafter suffix:fallback=false --drafter suffix:fallback=false:select=expected
+        --drafter pld --drafter suffix:fallback=false --drafter suffix:fallback=false:offset=0
 
 ``--rows``: a ``python -m decoding bench`` output (its AR rows carry the greedy output ids); the prompts
 file rebuilds their prompt ids (``--chat`` as the bench ran; checked against the row's token count).
@@ -20,8 +20,8 @@ import json
 from collections import defaultdict
 from types import SimpleNamespace
 
+from decoding.methods import resolve_params
 from decoding.methods.pld import find_draft
-from decoding.methods.suffix import SPEC as SUFFIX_SPEC
 from decoding.methods.suffix import SuffixDrafting
 
 
@@ -53,7 +53,8 @@ def accepted(tree_nodes, truth: list[int]) -> int:
 
 class PldReplay:
     def __init__(self, prompt, params):
-        self.k, self.n = params.get("k", 10), params.get("max_ngram", 3)
+        p = resolve_params("pld", params)  # the registry's defaults, validated
+        self.k, self.n = p["k"], p["max_ngram"]
 
     def step(self, all_ids, room, truth):
         draft, _, _ = find_draft(all_ids, min(self.k, room), self.n)
@@ -68,7 +69,7 @@ class PldReplay:
 
 class SuffixReplay:
     def __init__(self, prompt, params):
-        p = SUFFIX_SPEC.defaults | {"budget": "fixed"} | params
+        p = resolve_params("suffix", {**params, "budget": "fixed"})
         self.m = SuffixDrafting(SimpleNamespace(all_ids=list(prompt), prompt_ids=list(prompt), costs=None), p)
 
     def step(self, all_ids, room, truth):
