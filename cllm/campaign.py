@@ -92,6 +92,28 @@ class Settings:
     items_per_step: int = 4
     states_per_item: int = 4
     grad_clip: float = 1.0
+    epochs: int = 1  # passes over the collected shards before the next shard is collected
+    decay_steps: int = 0  # 0: a constant learning rate after the warm-up; else cosine to LR_FLOOR x lr at this step
+
+
+LR_FLOOR = 0.1  # the decayed learning rate's end, as a share of lr
+
+
+def lr_factor(st: Settings, step: int) -> float:
+    """The learning rate at optimizer step ``step`` (0-based) as a share of ``st.lr``: a linear
+    warm-up over ``warmup`` steps, then 1 (``decay_steps`` 0) or a cosine from 1 at step ``warmup``
+    to LR_FLOOR at ``decay_steps``, LR_FLOOR after it.
+
+    >>> st = Settings(warmup=10, decay_steps=110)
+    >>> [round(lr_factor(st, s), 3) for s in (0, 9, 60, 110, 500)]
+    [0.1, 1.0, 0.55, 0.1, 0.1]
+    """
+    if step + 1 < st.warmup:
+        return (step + 1) / st.warmup
+    if st.decay_steps <= 0:
+        return 1.0
+    t = min(1.0, max(0.0, (step - st.warmup) / max(1, st.decay_steps - st.warmup)))
+    return LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 @dataclass
@@ -351,14 +373,19 @@ def _tuples(x):
     return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
 
-TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed")
+TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
+              "epochs", "decay_steps")
+SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
 class Trainer:
     """LoRA consistency training over the campaign's shards in manifest order (the cheap step:
     ``losses.item_losses_cached``), ``items_per_step`` items per AdamW step (gradients summed,
-    each item's loss divided by that count). Warm-up, then a constant learning rate: the data grows
-    from run to run, so no schedule can know its end."""
+    each item's loss divided by that count). Warm-up, then a constant learning rate (the data grows
+    from run to run, so no schedule can know its end) or, with ``decay_steps``, a cosine decay
+    (``lr_factor``) for a recipe that knows its end; ``epochs`` passes over the collected shards,
+    each shard's items in a permutation seeded by (seed, shard, pass), before the next shard is
+    collected (a shard collected after the last pass is trained on once, in that pass)."""
 
     def __init__(self, c: Campaign, lm):
         import torch
@@ -372,11 +399,12 @@ class Trainer:
         self.named = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
         self.params = list(self.named.values())
         self.opt = torch.optim.AdamW(self.params, lr=st.lr, weight_decay=0.0)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / max(1, st.warmup)))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(st, s))
         self.rng = random.Random(st.seed)
         self.step, self.items_seen, self.seconds, self.pos = 0, 0, 0.0, [0, 0]
+        self.epoch = 0  # the pass over the shards (``epochs``)
         self.resumed_from = ""  # "state" (exact), "portable" (the committed checkpoint) or "" (a fresh start)
-        self._shard: tuple[int, list[dict]] | None = None
+        self._shard: tuple[tuple[int, int], list[dict]] | None = None
         self.restore()
 
     @property
@@ -391,7 +419,9 @@ class Trainer:
         return self.c.run_dir / PORTABLE
 
     def _check_config(self, config: dict, where: Path) -> None:
-        diff = {k: (config.get(k), getattr(self.st, k)) for k in TRAIN_KEYS if config.get(k) != getattr(self.st, k)}
+        default = lambda k: Settings.__dataclass_fields__[k].default  # a key added after the file was saved
+        got = {k: config.get(k, default(k)) for k in TRAIN_KEYS}
+        diff = {k: (got[k], getattr(self.st, k)) for k in TRAIN_KEYS if got[k] != getattr(self.st, k)}
         if diff:
             raise UsageError(f"{where} was trained with other settings: " + ", ".join(f"{k} {a} (now {b})" for k, (a, b) in diff.items()))
 
@@ -419,7 +449,17 @@ class Trainer:
         self.rng.setstate(s["rng"])
         torch.set_rng_state(s["torch_rng"])
         self.step, self.items_seen, self.seconds, self.pos = s["step"], s["items_seen"], s["seconds"], list(s["pos"])
+        self.epoch = s.get("epoch", 0)
+        self._set_lr()
         self.resumed_from = "state"
+
+    def _set_lr(self) -> None:
+        """The learning rate of the next step from the settings (a run started from another's state
+        may have another lr or schedule)."""
+        self.sched.base_lrs = [self.st.lr for _ in self.opt.param_groups]
+        self.sched.last_epoch = self.step
+        for g in self.opt.param_groups:
+            g["lr"] = self.st.lr * lr_factor(self.st, self.step)
 
     def _restore_portable(self) -> None:
         import torch
@@ -437,12 +477,11 @@ class Trainer:
         with torch.no_grad():
             for k, p in self.named.items():
                 p.copy_(dequantize_rows(weights[k], weights[k + SCALE]))
-        self.sched.last_epoch = meta["step"]  # past the warm-up: the constant learning rate
-        for g in self.opt.param_groups:
-            g["lr"] = self.st.lr * min(1.0, (meta["step"] + 1) / max(1, self.st.warmup))
         self.rng.setstate(_tuples(meta["rng"]))
         torch.manual_seed(self.st.seed * 7919 + meta["step"])  # the torch RNG of state.pt is not kept
         self.step, self.items_seen, self.seconds, self.pos = meta["step"], meta["items_seen"], meta["seconds"], list(meta["pos"])
+        self.epoch = meta.get("epoch", 0)
+        self._set_lr()
         self.resumed_from = "portable"
 
     def _save_portable(self) -> None:
@@ -458,7 +497,7 @@ class Trainer:
             gz.write(to_bytes(tensors))  # gzip: the header's 840 names and the int8 values, 10% smaller
         os.replace(d / "lora_int8.tmp", d / PORTABLE_WEIGHTS)
         meta = {"config": {k: getattr(self.st, k) for k in TRAIN_KEYS}, "step": self.step, "items_seen": self.items_seen,
-                "seconds": round(self.seconds, 2), "pos": list(self.pos), "rng": self.rng.getstate(),
+                "seconds": round(self.seconds, 2), "pos": list(self.pos), "epoch": self.epoch, "rng": self.rng.getstate(),
                 "saved": time.strftime("%Y-%m-%d %H:%M")}
         (d / "state.tmp").write_text(json.dumps(meta), encoding="utf-8")
         os.replace(d / "state.tmp", d / "state.json")
@@ -475,7 +514,7 @@ class Trainer:
         p = self.state_path
         p.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"config": {k: getattr(self.st, k) for k in TRAIN_KEYS}, "step": self.step,
-                    "items_seen": self.items_seen, "seconds": self.seconds, "pos": list(self.pos),
+                    "items_seen": self.items_seen, "seconds": self.seconds, "pos": list(self.pos), "epoch": self.epoch,
                     "params": {k: v.detach().clone() for k, v in self.named.items()}, "opt": small,
                     "sched": self.sched.state_dict(), "rng": self.rng.getstate(), "torch_rng": torch.get_rng_state()},
                    p.with_suffix(".tmp"))
@@ -486,18 +525,21 @@ class Trainer:
                     "train_seconds": round(self.seconds, 1), "settings": asdict(self.st)})
 
     def _items_of(self, k: int) -> list[dict]:
-        if self._shard is None or self._shard[0] != k:
+        if self._shard is None or self._shard[0] != (self.epoch, k):
             items = read_shard(self.c, k)
-            random.Random(self.st.seed * 1_000_003 + k).shuffle(items)
-            self._shard = (k, items)
+            random.Random(self.st.seed * 1_000_003 + k + 7_919 * self.epoch).shuffle(items)
+            self._shard = ((self.epoch, k), items)
         return self._shard[1]
 
     def available(self) -> int:
-        """Collected items not trained on yet."""
+        """Collected items not trained on yet: the rest of this pass and the passes to come."""
         k, i = self.pos
-        return sum(s["items"] for s in self.c.shards[k:]) - i if k < len(self.c.shards) else 0
+        rest = sum(s["items"] for s in self.c.shards[k:]) - i if k < len(self.c.shards) else 0
+        return rest + max(0, self.st.epochs - 1 - self.epoch) * self.c.items
 
     def _take(self) -> dict:
+        if self.pos[0] >= len(self.c.shards) and self.epoch + 1 < self.st.epochs:
+            self.epoch, self.pos = self.epoch + 1, [0, 0]  # the next pass
         k, i = self.pos
         items = self._items_of(k)
         item = items[i]
@@ -530,7 +572,7 @@ class Trainer:
         self.step += 1
         self.items_seen += m
         self.seconds += time.perf_counter() - t0
-        row = {"step": self.step, "items_seen": self.items_seen, **{k: round(v, 6) for k, v in sums.items()},
+        row = {"step": self.step, "items_seen": self.items_seen, "epoch": self.epoch, **{k: round(v, 6) for k, v in sums.items()},
                "lr": self.sched.get_last_lr()[0], "block_tokens": tokens, "seconds": round(self.seconds, 2)}
         self.c.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.c.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
@@ -548,6 +590,50 @@ class Trainer:
         with open(self.c.run_dir / "curve.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(point) + "\n")
         return point
+
+
+ORIGIN = "origin.json"  # in a run's folder started from another run's state: where it started
+
+
+def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> bool:
+    """Start the run ``c.run`` from run ``source``'s saved state (its weights, AdamW moments, data
+    position, metrics and learning curve, copied), so that a recipe that changes how training goes
+    on (``epochs``, ``decay_steps``, lr, w_ar ...) continues a run without repeating its steps; the
+    LoRA shape (SHAPE_KEYS) must be the same. True when it copied; False when the run already
+    started from ``source`` (it resumes its own state); UsageError for anything else."""
+    import torch
+
+    src, dst = c.root / source, c.run_dir
+    if src.resolve() == dst.resolve():
+        raise UsageError(f"a run cannot start from itself ({source})")
+    origin = dst / ORIGIN
+    if (dst / "state.pt").is_file() or (dst / PORTABLE / "state.json").is_file():
+        if origin.is_file() and json.loads(origin.read_text())["from"] == source:
+            return False
+        raise UsageError(f"{dst} already has its own training state: it cannot start from {source}")
+    state_p, meta_p = src / "state.pt", src / PORTABLE / "state.json"
+    state = torch.load(state_p, weights_only=False) if state_p.is_file() else None
+    meta = json.loads(meta_p.read_text()) if meta_p.is_file() else None
+    if state is None and meta is None:
+        raise UsageError(f"run {source} has no saved state ({state_p} or {meta_p})")
+    saved = (state or meta)["config"]
+    bad = {k: (saved.get(k), getattr(c.settings, k)) for k in SHAPE_KEYS if saved.get(k) != getattr(c.settings, k)}
+    if bad:
+        raise UsageError(f"run {source} has another LoRA shape: " + ", ".join(f"{k} {a} (this recipe {b})" for k, (a, b) in bad.items()))
+    config = {k: getattr(c.settings, k) for k in TRAIN_KEYS}
+    (dst / PORTABLE).mkdir(parents=True, exist_ok=True)
+    if state is not None:
+        torch.save({**state, "config": config}, dst / "state.pt")
+    if meta is not None:
+        (dst / PORTABLE / PORTABLE_WEIGHTS).write_bytes((src / PORTABLE / PORTABLE_WEIGHTS).read_bytes())
+        (dst / PORTABLE / "state.json").write_text(json.dumps({**meta, "config": config}), encoding="utf-8")
+    for name in ("metrics.jsonl", "curve.jsonl"):
+        if (src / name).is_file():
+            (dst / name).write_bytes((src / name).read_bytes())
+    step = (state or meta)["step"]
+    origin.write_text(json.dumps({"from": source, "step": step, "items_seen": (state or meta)["items_seen"]}) + "\n")
+    say(f"run {c.run} starts from run {source} at step {step}")
+    return True
 
 
 def _metrics_upto(run_dir: Path, step: int) -> None:
@@ -580,19 +666,22 @@ def _curve(tr: Trainer, held: list[dict], say) -> None:
 
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
-        recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+        recipe: dict[str, Any] | None = None, start: str = "") -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
     collect the next shard (with the adapter off: the base model's trajectories) when they run
     out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
     steps, after each curve point and at the end. SIGTERM/SIGINT end it cleanly at the next step.
     ``base``: the loaded base model (default: load the campaign's); ``max_steps``: stop after this
     many training steps of this run (0: no limit); ``run_name`` / ``recipe``: train another recipe in
-    its own run folder (``use_recipe``; one campaign process at a time: they share the shards)."""
+    its own run folder (``use_recipe``; one campaign process at a time: they share the shards);
+    ``start``: the run folder whose saved state a new run starts from (``start_from``)."""
     import torch
 
     c = open_campaign(root)
     if run_name != RUN or recipe:
         c = use_recipe(c, run_name, recipe)
+    if start:
+        start_from(c, start, say)
     stop = {"now": False}
     old = {s: signal.signal(s, lambda *_: stop.update(now=True)) for s in (signal.SIGTERM, signal.SIGINT)}
     t_end = time.perf_counter() + minutes * 60

@@ -95,6 +95,9 @@ def build_parser() -> Parser:
                    "trains another recipe on the same shards, with its own state and learning curve")
     g.add_argument("--recipe", default="", help="comma list of training settings that differ from the manifest's, "
                    "e.g. lr=0.0002,w_ar=20 (kept in the run folder's recipe.json on first use)")
+    g.add_argument("--from", dest="start", default="", metavar="RUN",
+                   help="start --run from this run's saved state (weights, optimizer, data position, curve) "
+                   "instead of from scratch, e.g. --run run-a2 --from run --recipe epochs=2,decay_steps=1187")
     return p
 
 
@@ -122,7 +125,10 @@ def cmd_campaign(a) -> int:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
     open_campaign(a.dir, Settings(), create=True)
     _threads()
-    run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe)
+    if a.start and a.run == "run":
+        raise UsageError("--from starts another run folder (--run run-NAME) from a saved run")
+    run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe,
+        start=a.start)
     return 0
 
 

@@ -203,3 +203,86 @@ def test_int8_rows_round_trip_within_half_a_step():
     q, scale = cp.quantize_rows(tall)
     assert scale.shape == (1, 2) and q[2, 0] == -127 and q[0, 1] == 127
     assert torch.all((cp.dequantize_rows(q, scale) - tall).abs() <= scale / 2 + 1e-9)
+
+
+def test_epochs_pass_over_the_shards_again_before_the_next_is_collected(camp):
+    """A recipe's ``epochs``: every collected item once per pass, each pass in its own order, the
+    next shard only after the last pass; a state saved mid-pass resumes in that pass."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    two = cp.use_recipe(camp, "run-e2", {"epochs": 2})
+    t = cp.Trainer(two, lm)
+    m = camp.items
+    assert t.available() == 2 * m
+    seen = []
+    while t.available() >= two.settings.items_per_step:
+        before = t.pos
+        t.train_step()
+        seen.append(before)
+        if t.step == 2:
+            t.save()
+            again = cp.Trainer(two, _lm())
+            assert (again.epoch, again.pos) == (t.epoch, t.pos)
+    assert t.epoch == 1 and t.items_seen == 2 * m - t.available()
+    order = [x["id"] for e in (0, 1) for x in _pass_items(two, e)]
+    assert sorted(order[:m]) == sorted(order[m:])  # the same items in each pass
+    rows = [json.loads(x) for x in (camp.root / "run-e2" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["epoch"] for r in rows} == {0, 1}
+    one = cp.Trainer(camp, _lm())  # the main run: one pass
+    assert one.available() == m
+
+
+def _pass_items(c, epoch):
+    t = cp.Trainer.__new__(cp.Trainer)
+    t.c, t.st, t.epoch, t._shard = c, c.settings, epoch, None
+    return [x for k in range(len(c.shards)) for x in t._items_of(k)]
+
+
+def test_decay_steps_follow_the_cosine_from_lr_to_its_floor(camp):
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    d = cp.use_recipe(camp, "run-d", {"decay_steps": 6, "epochs": 3})
+    t = cp.Trainer(d, lm)
+    lrs = [t.train_step()["lr"] for _ in range(8)]
+    want = [d.settings.lr * cp.lr_factor(d.settings, s) for s in range(1, 9)]
+    assert lrs == pytest.approx(want)
+    assert lrs[1] == pytest.approx(d.settings.lr) and lrs[-1] == pytest.approx(d.settings.lr * cp.LR_FLOOR)
+    assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))  # after the warm-up it only falls
+
+
+def test_a_run_starts_from_another_runs_state(camp):
+    """``start_from``: a recipe that changes how training goes on continues a saved run (weights,
+    position, curve) instead of repeating its steps; a second start resumes its own state; another
+    LoRA shape is refused; a state file saved before the schedule keys existed still loads."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    a = cp.Trainer(camp, lm)
+    for _ in range(3):
+        a.train_step()
+    a.save()
+    (camp.root / "run" / "curve.jsonl").write_text(json.dumps({"step": 0, "items_seen": 0}) + "\n")
+    b = cp.use_recipe(camp, "run-b", {"epochs": 2, "decay_steps": 12, "lr": 5e-3})
+    assert cp.start_from(b, "run", say=lambda m: None)
+    t = cp.Trainer(b, _lm())
+    assert (t.resumed_from, t.step, t.pos, t.items_seen) == ("state", 3, a.pos, a.items_seen)
+    for k, p in a.named.items():
+        assert torch.equal(t.named[k], p), k
+    assert t.opt.param_groups[0]["lr"] == pytest.approx(5e-3 * cp.lr_factor(b.settings, 3))
+    assert cp.read_curve(str(camp.root), "run-b") == cp.read_curve(str(camp.root))
+    assert t.train_step()["step"] == 4
+    t.save()
+    assert not cp.start_from(b, "run", say=lambda m: None)  # started already: it resumes its own
+    assert cp.Trainer(b, _lm()).step == 4
+    with pytest.raises(UsageError, match="LoRA shape"):
+        cp.start_from(cp.use_recipe(camp, "run-r8", {"lora_r": 8}), "run", say=lambda m: None)
+    with pytest.raises(UsageError, match="no saved state"):
+        cp.start_from(cp.use_recipe(camp, "run-c"), "run-none", say=lambda m: None)
+    # the main run's state saved before ``epochs`` / ``decay_steps`` existed
+    p = camp.root / "run" / "state.pt"
+    s = torch.load(p, weights_only=False)
+    for k in ("epochs", "decay_steps"):
+        del s["config"][k]
+    del s["epoch"]
+    torch.save(s, p)
+    old = cp.Trainer(camp, _lm())
+    assert (old.step, old.epoch) == (3, 0)
