@@ -56,9 +56,10 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
                         "(devices: 0, cuda:1, cpu, disk) or a JSON file (default: the whole model on --device)")
     p.add_argument("--max-memory", default=None, help="with --device-map: the most each device holds, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
     p.add_argument("--offload-folder", default=None, help="with --device-map: where layers mapped to 'disk' are kept")
-    p.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"],
+    p.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"],
                    help="the linear layers' product in decoding steps: skinny (W @ x.T, decoding/kernels.py), "
-                        "stock (F.linear), auto: skinny where it measures faster, i.e. on an x86 CPU with MKL [auto]")
+                        "onednn (skinny for 1-2 tokens, oneDNN's packed product for 3-32), stock (F.linear), "
+                        "auto: what measures faster on this CPU (kept per machine) [auto]")
     p.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 

@@ -11,6 +11,17 @@ twice): the matrix-vector path is the slow one. Past 11 rows MKL's two paths tra
 row count (12-15 rows: F.linear is faster; 16, 24, 32: the skinny one), so ``skinny_rows`` says
 which counts take the skinny path: at most 11, or a multiple of 8 up to ``MAX_ROWS``.
 
+Past two rows a product that reads each weight once for all rows needs a GEMM kernel built for
+few rows, and MKL's (which dispatches by CPU vendor) is not one on this AMD CPU: its packed GEMM
+(``mkl._mkl_linear``, inductor's fp32 choice) was the slowest of all here. oneDNN's (torch's
+``mkldnn._linear_pointwise`` over a weight reordered once, ``_reorder_linear_weight``: what inductor
+emits for a prepacked linear; oneDNN dispatches by ISA, AVX-512 here) takes the model's linear layers
+at 8 rows in about the time of 2-4 rows of the skinny product. The "onednn" kernel keeps the skinny
+product for one and two rows (where it is the faster) and runs every larger product (decoding steps
+and prefills alike: it was the fastest of the three from 3 to 256 rows) through oneDNN, with each
+weight packed once at load (a second copy of the weights in memory; repacked when the
+weight changes); ``onednn_gain`` measures it against the skinny one at ``ONEDNN_PROBE_ROWS`` rows.
+
 ``use_skinny(model)`` measures both ways on the model's largest weight matrix and, where the
 skinny one is faster, makes every ``nn.Linear`` of the model use it (the choice is kept per machine in
 the cache folder, ``choice_file``: a measurement on a busy machine, which can pick the stock kernel
@@ -34,8 +45,14 @@ import torch
 import torch.nn.functional as F
 
 MAX_ROWS = 32
-KERNELS = ("auto", "skinny", "stock")
+KERNELS = ("auto", "onednn", "skinny", "stock")
+ONEDNN_PROBE_ROWS = 8  # the rows "auto" compares oneDNN and the skinny product at (a budget's typical fed size)
+PACK_ROWS = 8  # the row count oneDNN's weight layout is chosen for (it serves every count)
 _mm, _cat, _linear, _grad_enabled = torch.mm, torch.cat, F.linear, torch.is_grad_enabled
+try:
+    _pointwise, _reorder = torch.ops.mkldnn._linear_pointwise, torch.ops.mkldnn._reorder_linear_weight
+except (AttributeError, RuntimeError):  # a torch built without mkldnn
+    _pointwise = _reorder = None
 
 
 def skinny_rows(rows: int) -> bool:
@@ -59,6 +76,53 @@ def skinny_forward(self, x):
     if bias is not None:
         y = y + bias
     return y.contiguous().view(x.shape[:-1] + (w.shape[0],))
+
+
+def onednn_ok() -> bool:
+    """Whether this torch can run oneDNN's packed linear (a CPU build with mkldnn)."""
+    return bool(torch.backends.mkldnn.is_available()) and _pointwise is not None
+
+
+def pack(lin) -> None:
+    """Reorder ``lin``'s weight for oneDNN (kept beside it, with the weight's version)."""
+    w = lin.weight.detach()
+    lin._onednn = (_reorder(w, PACK_ROWS), lin.weight._version)
+
+
+def onednn_forward(self, x):
+    """nn.Linear.forward for the "onednn" kernel: one or two rows as ``skinny_forward``, more
+    through oneDNN's packed product (float32, no gradient; else as ``skinny_forward``)."""
+    n = x.shape[-1]
+    rows = x.numel() // n if n else 0
+    w = self.weight
+    if rows <= 2 or _grad_enabled() or x.dtype != torch.float32 or w.dtype != torch.float32:
+        return skinny_forward(self, x)
+    if self._onednn[1] != w._version:  # the weight changed in place (e.g. trained): pack it again
+        pack(self)
+    y = _pointwise(x.reshape(rows, n), self._onednn[0], self.bias, "none", [], "")
+    return y.view(x.shape[:-1] + (w.shape[0],))
+
+
+def onednn_gain(model, repeats: int = 5) -> float:
+    """Seconds of the skinny product / seconds of oneDNN's packed one, ``ONEDNN_PROBE_ROWS`` rows,
+    on the model's largest weight (0 where oneDNN cannot run)."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if not linears or not onednn_ok():
+        return 0.0
+    big = max(linears, key=lambda m: m.weight.numel())
+    if big.weight.dtype != torch.float32:
+        return 0.0
+    probe = torch.nn.Linear(big.in_features, big.out_features, bias=False)
+    probe.weight = big.weight
+    try:
+        pack(probe)
+    except RuntimeError:
+        return 0.0
+    x = torch.randn(1, ONEDNN_PROBE_ROWS, big.in_features, dtype=big.weight.dtype)
+    with torch.inference_mode():
+        skinny = _median_seconds(lambda: skinny_forward(probe, x), repeats)
+        onednn = _median_seconds(lambda: onednn_forward(probe, x), repeats)
+    return skinny / onednn if onednn > 0 else 0.0
 
 
 def weight_read_seconds(model, repeats: int = 20) -> float:
@@ -115,7 +179,8 @@ def machine_key(model) -> str:
     except OSError:
         pass
     big = max((m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.weight.numel())
-    return f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {big.weight.dtype} {tuple(big.weight.shape)}"
+    return (f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {big.weight.dtype} "
+            f"{tuple(big.weight.shape)} | {','.join(KERNELS[1:])}")  # a new kernel: choices made without it measured again
 
 
 def _read_choices() -> dict:
@@ -146,37 +211,69 @@ def _quiet() -> bool:
         return False
 
 
+def room_for_packing(model) -> bool:
+    """Whether a second copy of the linear layers' weights (oneDNN's packed ones) takes at most a
+    quarter of the memory available now (True where that cannot be read)."""
+    need = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return True
+    return need <= avail / 4
+
+
 def auto_choice(model) -> tuple[str, dict]:
-    """The kernel "auto" picks on this machine and why: a skinny choice kept from an earlier
-    measurement stands; otherwise measure now (``skinny_gain``) and keep the result when it is
-    skinny, or when the machine was quiet (a stock result measured under load is not kept: the
-    next start measures again)."""
+    """The kernel "auto" picks on this machine and why: a skinny or onednn choice kept from an
+    earlier measurement stands; otherwise measure now (``skinny_gain`` at one row; where the skinny
+    product wins, ``onednn_gain`` at ``ONEDNN_PROBE_ROWS`` rows, if the packed copy fits in memory)
+    and keep the result when it is not stock, or when the machine was quiet (a stock result
+    measured under load is not kept: the next start measures again)."""
     key = machine_key(model)
     kept = _read_choices().get(key)
-    if kept and kept.get("kernel") == "skinny":
-        return "skinny", {**kept, "from": "kept"}
+    if kept and kept.get("kernel") in ("skinny", "onednn"):
+        return kept["kernel"], {**kept, "from": "kept"}
     gain = skinny_gain(model)
-    row = {"kernel": "skinny" if gain >= GAIN else "stock", "gain": round(gain, 3), "quiet": _quiet(),
-           "measured": time.strftime("%Y-%m-%d %H:%M")}
-    if row["kernel"] == "skinny" or row["quiet"]:
+    kernel = "skinny" if gain >= GAIN else "stock"
+    row = {"kernel": kernel, "gain": round(gain, 3)}
+    if kernel == "skinny":
+        og = onednn_gain(model) if room_for_packing(model) else 0.0
+        row["onednn_gain"] = round(og, 3)
+        if og >= GAIN:
+            row["kernel"] = "onednn"
+    row.update(quiet=_quiet(), measured=time.strftime("%Y-%m-%d %H:%M"))
+    if row["kernel"] != "stock" or row["quiet"]:
         _keep_choice(key, row)
     return row["kernel"], {**row, "from": "measured"}
 
 
 def use_skinny(model, kernel: str = "auto") -> str:
-    """Make the model's linear layers use the skinny product ("skinny"), or leave them ("stock");
-    "auto": skinny on a CPU where it measures at least ``GAIN`` times faster (``auto_choice``: kept per
-    machine). Returns the kernel in use."""
+    """Make the model's linear layers use the skinny product ("skinny"), oneDNN's packed one past
+    two rows ("onednn": each float32 weight packed now), or leave them ("stock"); "auto": what
+    ``auto_choice`` measures on this CPU (kept per machine). "onednn" where oneDNN cannot pack
+    (no mkldnn, another device) is the skinny kernel. Returns the kernel in use."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; use one of {', '.join(KERNELS)}")
     if kernel == "stock":
         return "stock"
+    params = list(model.parameters())
+    on_cpu = bool(params) and all(p.device.type == "cpu" for p in params)
     if kernel == "auto":
-        params = list(model.parameters())
-        on_cpu = bool(params) and all(p.device.type == "cpu" for p in params)
-        if not on_cpu or getattr(model, "hf_device_map", None) or auto_choice(model)[0] == "stock":
+        if not on_cpu or getattr(model, "hf_device_map", None):
             return "stock"
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.forward = types.MethodType(skinny_forward, m)
-    return "skinny"
+        kernel = auto_choice(model)[0]
+        if kernel == "stock":
+            return "stock"
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if kernel == "onednn" and on_cpu and onednn_ok():
+        try:
+            for m in linears:
+                if m.weight.dtype == torch.float32:
+                    pack(m)
+        except RuntimeError:
+            kernel = "skinny"
+    else:
+        kernel = "skinny"
+    for m in linears:
+        use_onednn = kernel == "onednn" and hasattr(m, "_onednn")
+        m.forward = types.MethodType(onednn_forward if use_onednn else skinny_forward, m)
+    return kernel

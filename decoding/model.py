@@ -36,7 +36,7 @@ class LoadedModel:
     dtype: str
     load_seconds: float = 0.0
     device_map: dict | None = None  # accelerate's placement (module -> device, "disk") when the model is split
-    kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "skinny" or "stock"
+    kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "onednn", "skinny" or "stock"
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -185,8 +185,8 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     ``device_map`` (with ``max_memory`` and ``offload_folder``) places the layers through accelerate's
     big-model loading: over several GPUs, the CPU and disk ("auto", or an explicit {module: device});
     inputs go to the first module's device and accelerate's hooks move activations between layers.
-    ``kernel``: the linear layers' product for decoding steps (decoding.kernels; "auto": the skinny
-    one where it measures faster, i.e. on a CPU with MKL)."""
+    ``kernel``: the linear layers' product for decoding steps (decoding.kernels; "auto": what
+    measures faster on this CPU: onednn, skinny or stock)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -248,8 +248,8 @@ def _check_options(device: str, dtype: str | None, kernel: str, device_map, offl
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     from .kernels import KERNELS
 
-    if kernel not in KERNELS or (kernel == "skinny" and device_map):
-        raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' not with --device-map), got {kernel!r}")
+    if kernel not in KERNELS or (kernel in ("skinny", "onednn") and device_map):
+        raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' and 'onednn' not with --device-map), got {kernel!r}")
     return dtype
 
 

@@ -98,7 +98,7 @@ class Trace:
     seconds: Seconds = 0.0  # prefill + all steps
     recorded: Bool = True  # False: the method records were switched off
     version: int = SCHEMA_VERSION
-    kernel: Literal["stock", "skinny"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
+    kernel: Literal["stock", "skinny", "onednn"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
 
     # ---- totals -------------------------------------------------------------------------------
     @property

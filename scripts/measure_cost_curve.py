@@ -21,7 +21,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"], help="the linear layers' product (decoding/kernels.py)")
+    ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"], help="the linear layers' product (decoding/kernels.py)")
     a = ap.parse_args()
     lm = load_model(None, device=a.device, progress=print, kernel=a.kernel)
     c = measure_curve(lm, context=a.context, repeats=a.repeats,

@@ -73,7 +73,7 @@ def profile(lm, context: int, k: int, steps: int) -> tuple[float, dict[str, floa
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kernel", default="auto", choices=["auto", "skinny", "stock"])
+    ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"])
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--sizes", default="1,4,8")

@@ -75,7 +75,7 @@ class CostCurve:
         """One phrase for where the numbers come from."""
         if self.device == FLAT:
             return f"a flat step cost (a memory-bound GPU's regime: any step up to {self.ks[-1]} tokens costs one AR step)"
-        kernel = ", skinny matmul" if self.kernel == "skinny" else ""
+        kernel = {"skinny": ", skinny matmul", "onednn": ", oneDNN packed matmul"}.get(self.kernel, "")
         return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}{kernel}), {self.context} cached tokens"
 
     def key(self) -> str:
