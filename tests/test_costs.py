@@ -192,3 +192,30 @@ def test_measure_curve_on_a_tiny_model_and_its_cache(tmp_path, monkeypatch):
     assert first.ks == [1, 2] and first.ar_overhead is None
     again = load_or_measure(lm, progress=lambda f, m: pytest.fail("measured again"))
     assert again == first  # from the cache folder
+
+
+def test_a_curve_keeps_its_ratios_when_the_machine_slows_down_midway(monkeypatch):
+    """Each k is timed right after a 1-token forward and the curve keeps the median of those
+    ratios: a machine that runs 3x slower for the second half of the measurement (a neighbour's
+    burst) bends no point of the curve; medians of raw times would (the k measured in the slow half
+    dearer, the k=1 point a mix)."""
+    from decoding.perf import measure
+    from tiny import tiny_lm
+
+    lm = tiny_lm("llama", 0)
+    clock = {"t": 0.0, "calls": 0}
+    total = 1 + 7 * (2 * 4 - 1)  # prefill, then 7 rounds of k=1 alone and 3 pairs
+
+    def cost(module, args, kwargs):
+        k = kwargs["input_ids"].shape[1]
+        clock["calls"] += 1
+        clock["t"] += (0.010 + 0.002 * k) * (3.0 if clock["calls"] > total // 2 else 1.0)
+
+    h = lm.model.register_forward_pre_hook(cost, with_kwargs=True)
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock["t"])
+    try:
+        c = measure.measure_curve(lm, ks=(2, 4, 8), context=8, repeats=6, ar_tokens=0)
+    finally:
+        h.remove()
+    want = [(0.010 + 0.002 * k) / 0.012 for k in (1, 2, 4, 8)]
+    assert c.relative() == pytest.approx(want, rel=1e-9)

@@ -15,8 +15,11 @@ from .costs import DEFAULT_CONTEXT, DEFAULT_KS, CostCurve, cached_curve, curve_p
 def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: int = 5,
                   progress: Callable[[float, str], None] | None = None, ar_tokens: int = 24) -> CostCurve:
     """Time one forward over k new tokens (all logits, plain causal mask) on top of ``context``
-    cached tokens, for each k: median of ``repeats`` rounds after a warm-up round; then a short AR decode for
-    the share of an AR step spent outside the forward."""
+    cached tokens, for each k: ``repeats`` rounds after a warm-up round, each k timed right after a
+    1-token forward; the curve's k=1 point is the median 1-token time and each other point that
+    times the median of its ratios to the 1-token forward just before it (on a shared machine the
+    speed drifts by tens of percent within a minute: a ratio of two forwards 50 ms apart does not);
+    then a short AR decode for the share of an AR step spent outside the forward."""
     import torch
 
     ks = sorted({int(k) for k in ks} | {1})
@@ -27,20 +30,22 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (1, context + max(ks)), generator=g).to(model.device)
     say = progress or (lambda frac, msg: None)
-    times = _time_forwards(model, ids, context, ks, repeats + 1, say)
+    times, ratios = _time_forwards(model, ids, context, ks, repeats + 1, say)
+    one = statistics.median(times[1])
     say(1 - 1 / (len(ks) * (repeats + 1) + 1), f"a short AR decode ({ar_tokens} tokens) for the loop overhead")
     ar_overhead = _ar_overhead(lm, ids[0, :min(context, 64)].tolist(), ar_tokens) if ar_tokens else None
     say(1.0, "done")
     return CostCurve(model_id=lm.model_id, device=str(lm.device), dtype=str(lm.dtype), threads=torch.get_num_threads(),
-                     context=context, ks=ks, seconds=[statistics.median(times[k]) for k in ks], repeats=repeats,
+                     context=context, ks=ks, seconds=[one * statistics.median(ratios[k]) if k > 1 else one for k in ks],
+                     repeats=repeats,
                      ar_overhead=ar_overhead, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                      kernel=getattr(lm, "kernel", "stock"))
 
 
-def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) -> dict[int, list[float]]:
-    """k -> seconds of one forward over ids[context:context + k] after the first ``context`` ids,
-    one per round but the first (a warm-up)."""
+def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) -> tuple[dict, dict]:
+    """(k -> seconds of one forward over ids[context:context + k] after the first ``context`` ids,
+    k -> its ratios to a 1-token forward timed just before it), one per round but the first (a warm-up)."""
     import torch
     from transformers import DynamicCache
 
@@ -49,6 +54,16 @@ def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) ->
     kw = cache_kw(type(model))
     sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     times: dict[int, list[float]] = {k: [] for k in ks}
+    ratios: dict[int, list[float]] = {k: [] for k in ks}
+
+    def forward(k: int) -> float:
+        sync()
+        t0 = time.perf_counter()
+        model(input_ids=ids[:, context:context + k], use_cache=True, **{kw: cache})
+        sync()
+        cache.crop(-k)  # back to the context
+        return time.perf_counter() - t0
+
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{kw: cache})
@@ -57,14 +72,12 @@ def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) ->
         for r in range(rounds):
             for i, k in enumerate(ks):
                 say((r * len(ks) + i) / (rounds * len(ks) + 1), f"round {r + 1}/{rounds}: forward over {k} new tokens")
-                sync()
-                t0 = time.perf_counter()
-                model(input_ids=ids[:, context:context + k], use_cache=True, **{kw: cache})
-                sync()
+                one = forward(1) if k > 1 else 0.0
+                t = forward(k)
                 if r:
-                    times[k].append(time.perf_counter() - t0)
-                cache.crop(-k)  # back to the context
-    return times
+                    times[k].append(t)
+                    ratios[k].append(t / one if one > 0 else 1.0)
+    return times, ratios
 
 
 def _ar_overhead(lm, prompt_ids: list[int], tokens: int) -> float | None:
