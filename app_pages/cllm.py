@@ -49,12 +49,29 @@ st.caption(f"Showing: {ui.md(source)} · base: {ui.md(base.model_id)} · CLLM: {
 st.caption(f"Prompt{' (chat)' if base.chat else ''}: {ui.md(prompt if len(prompt) <= 200 else prompt[:197] + '…')}")
 
 
-def campaign_curve_rows() -> list[dict]:
-    """The campaign's learning curve (data/cllm/run/curve.jsonl); [] if there is none."""
+def campaign_runs() -> list[dict]:
+    """The campaign's training runs with a learning curve (cllm.campaign.list_runs); [] if none."""
+    from cllm.campaign import list_runs
+
+    try:
+        return list_runs(str(ui.ROOT / "data" / "cllm"))
+    except (OSError, ValueError):
+        return []
+
+
+def run_label(r: dict) -> str:
+    """A run's name, its recipe (the settings it changed) and the run it started from."""
+    recipe = ", ".join(f"{k} {v}" for k, v in r["recipe"].items())
+    what = "recipe A (the manifest's settings)" if r["run"] == "run" else (recipe or "the manifest's settings")
+    return f"{r['run']}: {what}" + (f", continuing {r['from']}" if r["from"] else "")
+
+
+def campaign_curve_rows(run: str = "run") -> list[dict]:
+    """The learning curve of one of the campaign's runs (data/cllm/RUN/curve.jsonl); [] if none."""
     from cllm.campaign import read_curve
 
     try:
-        return read_curve(str(ui.ROOT / "data" / "cllm"))
+        return read_curve(str(ui.ROOT / "data" / "cllm"), run)
     except (OSError, ValueError):
         return []
 
@@ -143,7 +160,13 @@ st.markdown("The consistency LLM is trained by a long campaign of short resumabl
             "(global consistency + AR loss). After every few hundred items the CLLM decodes held-out GSM8K test "
             "problems: if consistency training works, its Jacobi **tokens per step** rise above the base's while its "
             "answers stay as good (accuracy, the base's perplexity of them).")
-curve = campaign_curve_rows()
+runs = campaign_runs()
+chosen = "run"
+if len(runs) > 1:
+    labels = {run_label(r): r["run"] for r in runs}
+    chosen = labels[st.selectbox("Training run (recipes are compared on the same shards)", list(labels),
+                                 key="cllm_campaign_run")]
+curve = campaign_curve_rows(chosen)
 ui.chart(vc.campaign_curve, curve, key="cllm_campaign")
 if curve:
     last = curve[-1]

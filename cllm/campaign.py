@@ -135,6 +135,7 @@ class Campaign:
 
 
 RECIPE = "recipe.json"  # in a run's folder: its training settings that differ from the manifest's
+ORIGIN = "origin.json"  # in a run's folder started from another run's state (``start_from``): where it started
 
 
 def use_recipe(c: Campaign, run: str, changes: dict[str, Any] | None = None) -> Campaign:
@@ -366,6 +367,27 @@ def read_curve(root: str, run: str = RUN) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
+def list_runs(root: str) -> list[dict[str, Any]]:
+    """The campaign folder's training runs that have a learning curve: the main run first, then the
+    recipe runs by name, each with its recipe (the training settings it changed), the run it started
+    from (``start_from``; "" for none) and its curve's last point."""
+    base = Path(root)
+    names = sorted(p.name for p in base.glob("run*") if p.is_dir() and re.fullmatch(r"run[A-Za-z0-9_.-]*", p.name))
+    out = []
+    for name in sorted(names, key=lambda n: (n != RUN, n)):
+        curve = read_curve(root, name)
+        if not curve:
+            continue
+        read = lambda f: json.loads((base / name / f).read_text()) if (base / name / f).is_file() else {}
+        try:
+            recipe, origin = read(RECIPE), read(ORIGIN)
+        except ValueError:
+            recipe, origin = {}, {}
+        out.append({"run": name, "recipe": recipe if isinstance(recipe, dict) else {},
+                    "from": origin.get("from", "") if isinstance(origin, dict) else "", "last": curve[-1]})
+    return out
+
+
 # --- training -------------------------------------------------------------------------------------
 
 def _tuples(x):
@@ -590,9 +612,6 @@ class Trainer:
         with open(self.c.run_dir / "curve.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(point) + "\n")
         return point
-
-
-ORIGIN = "origin.json"  # in a run's folder started from another run's state: where it started
 
 
 def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> bool:

@@ -275,3 +275,27 @@ def test_campaign_curve_draws_cllm_base_target_and_the_perplexity_ratio():
     assert "256 items" in fig.layout.title.text and "10 min" in fig.layout.title.text
     assert "No learning curve" in vc.campaign_curve([]).layout.annotations[0].text
     assert rows[0].get("ppl_ratio") is None  # the input rows are not changed
+
+
+def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
+    """The campaign's recipe runs (cllm.campaign.list_runs) are chosen in a selectbox, each named by
+    the settings it changed and the run it continued; the chart and caption follow the choice."""
+    from cllm import campaign as cp
+
+    point = lambda items, tps: {"step": items // 4, "items_seen": items, "jacobi_tokens_per_step": tps,
+                                "base_jacobi_tokens_per_step": 1.08, "prompts": 16, "date": "2026-12-02 01:00"}
+    curves = {"run": [point(0, 1.08), point(384, 1.15)], "run-a2": [point(0, 1.08), point(4096, 1.41)]}
+    runs = [{"run": "run", "recipe": {}, "from": "", "last": curves["run"][-1]},
+            {"run": "run-a2", "recipe": {"epochs": 2, "decay_steps": 1187}, "from": "run", "last": curves["run-a2"][-1]}]
+    monkeypatch.setattr(cp, "list_runs", lambda root: runs)
+    monkeypatch.setattr(cp, "read_curve", lambda root, run="run": curves[run])
+    at = fresh()
+    assert not at.exception, [e.value for e in at.exception]
+    sb = at.selectbox(key="cllm_campaign_run")
+    assert sb.options == ["run: recipe A (the manifest's settings)", "run-a2: epochs 2, decay_steps 1187, continuing run"]
+    assert any("384 items trained" in c.value for c in at.caption)
+    sb.select(sb.options[1]).run()
+    assert not at.exception
+    assert any("4,096 items trained" in c.value and "1.410" in c.value for c in at.caption)
+    title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
+    assert "4,096 items" in title

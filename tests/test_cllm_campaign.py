@@ -286,3 +286,19 @@ def test_a_run_starts_from_another_runs_state(camp):
     torch.save(s, p)
     old = cp.Trainer(camp, _lm())
     assert (old.step, old.epoch) == (3, 0)
+
+
+def test_list_runs_names_each_runs_recipe_and_origin(camp):
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    a = cp.Trainer(camp, lm)
+    a.train_step()
+    a.save()
+    assert cp.list_runs(str(camp.root)) == []  # no curve yet
+    (camp.root / "run" / "curve.jsonl").write_text(json.dumps({"step": 1, "items_seen": 2}) + "\n")
+    b = cp.use_recipe(camp, "run-b", {"decay_steps": 9})
+    cp.start_from(b, "run", say=lambda m: None)
+    cp.use_recipe(camp, "run-c", {"lr": 0.001})  # a recipe without a curve: left out
+    runs = cp.list_runs(str(camp.root))
+    assert [(r["run"], r["recipe"], r["from"]) for r in runs] == [("run", {}, ""), ("run-b", {"decay_steps": 9}, "run")]
+    assert runs[1]["last"] == {"step": 1, "items_seen": 2}
