@@ -94,6 +94,7 @@ class Settings:
     grad_clip: float = 1.0
     epochs: int = 1  # passes over the collected shards before the next shard is collected
     decay_steps: int = 0  # 0: a constant learning rate after the warm-up; else cosine to LR_FLOOR x lr at this step
+    cons_window: int = 0  # 0: the consistency loss over every position from a state's first wrong one; else only this many
 
 
 LR_FLOOR = 0.1  # the decayed learning rate's end, as a share of lr
@@ -396,7 +397,7 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps")
+              "epochs", "decay_steps", "cons_window")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -582,7 +583,8 @@ class Trainer:
         tokens = 0
         for _ in range(m):
             item = self._take()
-            losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item)
+            losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item,
+                                        self.st.cons_window)
             (losses["total"] / m).backward()
             for k in sums:
                 sums[k] += float(losses[k].detach()) / m

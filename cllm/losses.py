@@ -41,15 +41,17 @@ def block_logits(model, prefix: list[int], rows: list[list[int]]):
     return model(input_ids=ids, logits_to_keep=n + 1, use_cache=False).logits.float()
 
 
-def kl_from(target_logits, student_logits, start: int):
-    """sum over positions >= start of KL(softmax(target) || softmax(student)) / n (0 if none)."""
+def kl_from(target_logits, student_logits, start: int, window: int = 0):
+    """sum over positions >= start (and < start + window, if window > 0) of
+    KL(softmax(target) || softmax(student)) / n (0 if none)."""
     import torch.nn.functional as F
 
     n = target_logits.shape[0]
     if start >= n:
         return student_logits.sum() * 0.0
-    t = F.log_softmax(target_logits[start:], -1)
-    s = F.log_softmax(student_logits[start:], -1)
+    end = min(n, start + window) if window > 0 else n
+    t = F.log_softmax(target_logits[start:end], -1)
+    s = F.log_softmax(student_logits[start:end], -1)
     return (t.exp() * (t - s)).sum() / n
 
 
@@ -157,11 +159,14 @@ def cached_block_logits(model, prefix: list[int], rows: list[list[int]]):
                  **{cache_kw(type(_base(model))): cache}).logits.float()
 
 
-def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4) -> dict[str, Any]:
+def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4,
+                       window: int = 0) -> dict[str, Any]:
     """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``
     intermediate states (drawn without replacement) as rows over one cached context. The global
     consistency term is the mean over those states of ``kl_from`` (as ``item_losses``, which draws
-    one state); the AR term is the same teacher-forced cross-entropy of the fixed point."""
+    one state); the AR term is the same teacher-forced cross-entropy of the fixed point.
+    ``window`` > 0 counts only the first ``window`` positions from each state's first wrong one (a
+    recipe option, not the paper's: where a Jacobi iteration's accepted run is decided)."""
     import torch
     import torch.nn.functional as F
 
@@ -170,7 +175,7 @@ def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0
     picked = rng.sample(cand, min(states, len(cand))) if cand else []
     full = cached_block_logits(model, item["prompt_ids"], [fp] + picked)
     target = full[0, 1:].detach()
-    cons = sum((kl_from(target, full[1 + i, 1:], first_wrong(s, fp)) for i, s in enumerate(picked)),
+    cons = sum((kl_from(target, full[1 + i, 1:], first_wrong(s, fp), window) for i, s in enumerate(picked)),
                full.sum() * 0.0) / max(1, len(picked))
     ar = F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device))
     return {"consistency": cons, "ar": ar, "total": cons + w_ar * ar}

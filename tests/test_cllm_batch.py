@@ -127,3 +127,30 @@ def test_cheap_loss_values_equal_the_full_ones():
         b = item_losses_cached(lm.model, item1, random.Random(0), states=1)
     for k in ("consistency", "ar", "total"):
         assert abs(float(a[k]) - float(b[k])) < 1e-4 * max(1.0, abs(float(a[k])))
+
+
+def test_a_consistency_window_counts_only_the_positions_after_the_first_wrong_one():
+    """``window``: the first ``window`` positions from each state's first wrong one, the rest left
+    out (0: all of them); the AR term is unchanged."""
+    from cllm.losses import first_wrong, kl_from
+
+    torch.manual_seed(0)
+    t, s = torch.randn(8, 11), torch.randn(8, 11)
+    full = kl_from(t, s, 2)
+    parts = [kl_from(t[i:i + 1], s[i:i + 1], 0) / 8 for i in range(8)]  # one position each, over n = 1
+    assert torch.allclose(full, sum(parts[2:]))
+    assert torch.allclose(kl_from(t, s, 2, window=3), sum(parts[2:5]))
+    assert torch.allclose(kl_from(t, s, 6, window=5), sum(parts[6:]))  # the window ends with the block
+    assert float(kl_from(t, s, 8, window=3)) == 0.0
+    lm = cllm_lm()
+    it = cllm_items(lm)[0]
+    state = [x for x in it["states"] if x != it["fixed_point"]][0]
+    item1 = {**it, "states": [state, it["fixed_point"]]}
+    j = first_wrong(state, it["fixed_point"])
+    with torch.no_grad():
+        a = item_losses_cached(lm.model, item1, random.Random(0), states=1)
+        b = item_losses_cached(lm.model, item1, random.Random(0), states=1, window=1)
+    assert torch.allclose(a["ar"], b["ar"])
+    assert float(b["consistency"]) <= float(a["consistency"]) + 1e-7
+    if j < len(it["fixed_point"]) - 1:
+        assert float(b["consistency"]) < float(a["consistency"])
