@@ -13,23 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import torch
 import torch.nn.functional as F
 
-from decoding.kernels import onednn_forward, onednn_ok, pack, skinny_forward, weight_read_seconds
+from decoding.kernels import _median_seconds, onednn_forward, onednn_ok, pack, skinny_forward, weight_read_seconds
 from decoding.model import load_model
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return sorted(ts)[len(ts) // 2] * 1e3
 
 
 def main() -> None:
@@ -54,7 +43,8 @@ def main() -> None:
     with torch.inference_mode():
         for rows in rows_list:
             xs = [torch.randn(1, rows, m.in_features) for m in linears]
-            got = {k: median_ms(lambda: [fn(m, x) for m, x in zip(linears, xs)], a.repeats) for k, fn in kernels.items()}
+            got = {k: 1e3 * _median_seconds(lambda: [fn(m, x) for m, x in zip(linears, xs)], a.repeats)
+                   for k, fn in kernels.items()}
             print(f"{rows:>4}  " + "".join(f"{v:>10.1f}" for v in got.values()), flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
