@@ -96,6 +96,9 @@ st.caption(ui.load_now())
 if ar is not None and ar.kernel != t.kernel:
     st.warning(f"This run used the {ui.md(t.kernel)} kernel and the AR run the {ui.md(ar.kernel)} kernel: the "
                "measured speedup compares two kernels as well as two methods (decoding/kernels.py).")
+if ar is not None and ar.step != t.step:
+    st.warning(f"This run used the {ui.md(t.step)} decode step and the AR run the {ui.md(ar.step)} one: the "
+               "measured speedup compares two step implementations as well as two methods (decoding/compiled.py).")
 if ar is None:
     st.caption("No AR trace of this prompt: run AR on the same prompt for the measured speedup.")
 st.caption(f"Step costs: {ui.md(curve.model_id)} on {ui.md(curve.regime)}, {ui.md(where)}."

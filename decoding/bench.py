@@ -138,7 +138,7 @@ def bench_prompt(lm, r: dict, todo: list[tuple[str, bool]], params: dict, max_ne
     for row in fresh:
         # sampled runs draw different (equally distributed) text: token equality says nothing
         row["matches_ar"] = None if ref is None or sampling else row["output_ids"] == ref
-        row["dtype"], row["kernel"] = str(lm.dtype), getattr(lm, "kernel", "stock")
+        row["dtype"], row["kernel"], row["step"] = str(lm.dtype), getattr(lm, "kernel", "stock"), getattr(lm, "step", "eager")
         if row["matches_ar"] is not None:  # how many tokens match, where the first divergence is, AR's logit gap there
             row.update(compare_to_ar(lm, ids, row["output_ids"], ref, str(lm.dtype)))
     return fresh

@@ -60,6 +60,9 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
                    help="the linear layers' product in decoding steps: skinny (W @ x.T, decoding/kernels.py), "
                         "onednn (skinny for 1-2 tokens, oneDNN's packed product for 3-32), stock (F.linear), "
                         "auto: what measures faster on this CPU (kept per machine) [auto]")
+    p.add_argument("--step", default="eager", choices=["eager", "compiled"],
+                   help="the decode step: compiled runs it through torch.compile over a static KV cache "
+                        "(decoding/compiled.py; each fed size compiles once per start, tens of seconds) [eager]")
     p.add_argument("--chat", action="store_true", help="wrap each prompt as one user message in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 
@@ -146,7 +149,7 @@ def _load_model(a):
     split = {k: getattr(a, k) for k in ("device_map", "max_memory", "offload_folder") if getattr(a, k, None)}
     device = a.device or (None if split else shard.local_device())  # one GPU per rank under a launcher
     return load_model(a.model, device, a.dtype, progress=lambda m: print(m, file=sys.stderr),
-                      kernel=getattr(a, "kernel", "auto"), **split)
+                      kernel=getattr(a, "kernel", "auto"), step=getattr(a, "step", "eager"), **split)
 
 
 def _progress(frac: float, msg: str) -> None:

@@ -55,6 +55,27 @@ except (AttributeError, RuntimeError):  # a torch built without mkldnn
     _pointwise = _reorder = None
 
 
+if _pointwise is not None:
+    @torch.library.custom_op("decoding::onednn_linear", mutates_args=())
+    def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
+        """oneDNN's packed product as one opaque operator, so a compiled step (decoding.compiled)
+        calls it as it is instead of lowering it (inductor's lowering rejects a weight packed
+        outside the graph)."""
+        return _pointwise(x, packed, bias, "none", [], "")
+
+    @onednn_linear.register_fake
+    def _(x, packed, bias, out_features):
+        return x.new_empty((x.shape[0], out_features))
+
+
+def refresh_packs(model) -> None:
+    """Pack again every weight changed in place since it was packed (a compiled step checks this
+    before a run, not inside its graph)."""
+    for m in model.modules():
+        if hasattr(m, "_onednn") and m._onednn[1] != m.weight._version:
+            pack(m)
+
+
 def skinny_rows(rows: int) -> bool:
     """Whether a product with this many rows takes the skinny path (measured, see above)."""
     return 0 < rows <= 11 or (0 < rows <= MAX_ROWS and rows % 8 == 0)
@@ -97,6 +118,9 @@ def onednn_forward(self, x):
     w = self.weight
     if rows <= 2 or _grad_enabled() or x.dtype != torch.float32 or w.dtype != torch.float32:
         return skinny_forward(self, x)
+    if torch.compiler.is_compiling():  # decoding.compiled: packs were refreshed before the run
+        return torch.ops.decoding.onednn_linear(x.reshape(rows, n), self._onednn[0], self.bias,
+                                                w.shape[0]).view(x.shape[:-1] + (w.shape[0],))
     if self._onednn[1] != w._version:  # the weight changed in place (e.g. trained): pack it again
         pack(self)
     y = _pointwise(x.reshape(rows, n), self._onednn[0], self.bias, "none", [], "")

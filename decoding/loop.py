@@ -39,6 +39,7 @@ from .trace import Step, Trace
 from .verify import Proposal, StepContext, Verdict, verify_greedy, verify_sampled
 
 MAX_NEW_TOKENS_CAP = 4096
+STATIC_SLACK = 256  # a compiled step's cache holds prompt + max_new_tokens + this many fed rows
 
 
 @lru_cache(maxsize=None)
@@ -98,6 +99,7 @@ class Run:
         if is_auto(self.params):
             self.costs = step_costs if step_costs is not None else step_costs_for(lm)
         self.output: list[int] = []
+        self.cache, self.stepper = None, None  # the KV cache; the compiled step serving this run (or None)
         self.done = False
         self._stopped = False
         self._started = False
@@ -162,7 +164,13 @@ class Run:
         from transformers import DynamicCache
 
         model = self.lm.model
-        self.cache = DynamicCache(config=model.config)
+        stepper = getattr(self.lm, "compiled", None)  # decoding.compiled.CompiledStep, or None
+        if stepper is not None and not stepper.broken:
+            self.cache = stepper.acquire(len(self.prompt_ids) + self.max_new_tokens + STATIC_SLACK, self.cache_kw)
+            self.stepper = stepper if self.cache is not None else None
+        if self.stepper is None:
+            self.cache = DynamicCache(config=model.config)
+        self.trace.step = "compiled" if self.stepper is not None else "eager"
         ids = torch.tensor([self.prompt_ids], device=self.device)
         logits = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache}).logits
         first = int(logits[0, -1].argmax()) if self.sampler is None else self.sampler.draw(self.sampler.probs(logits[0, -1]))
@@ -171,6 +179,13 @@ class Run:
 
     def _forward(self, prop: Proposal) -> tuple[torch.Tensor, float]:
         """Step 2: one forward of [current token] + the proposal; (logits rows, seconds)."""
+        if self.stepper is not None:
+            t = time.perf_counter()
+            logits = self.stepper.forward(self.cache, [self.cur] + prop.tokens,
+                                          prop.offsets if prop.mask is not None else None, prop.mask, self.past)
+            if prop.logit_rows is not None:
+                logits = logits[prop.logit_rows]
+            return logits, time.perf_counter() - t
         kw: dict[str, Any] = {self.cache_kw: self.cache}
         if prop.mask is not None:
             kw["attention_mask"] = prop.mask
@@ -248,6 +263,8 @@ class Run:
                 trace.prompt_pieces = lm.pieces(self.prompt_ids)
             known = set(self.prompt_ids) | set(self.output)
             trace.vocab = {str(t): lm.tokenizer.decode([t]) for t in sorted(trace.record_ids() - known)}
+        if self.stepper is not None:
+            self.stepper.release(self.cache)
         self.cache = None
 
 

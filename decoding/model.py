@@ -37,6 +37,8 @@ class LoadedModel:
     load_seconds: float = 0.0
     device_map: dict | None = None  # accelerate's placement (module -> device, "disk") when the model is split
     kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "onednn", "skinny" or "stock"
+    step: str = "eager"  # the decode step: "eager" or "compiled" (decoding.compiled)
+    compiled: Any = None  # the decoding.compiled.CompiledStep that runs decode steps, when step is "compiled"
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -179,14 +181,15 @@ def parse_max_memory(v: str | dict | None) -> dict | None:
 
 def load_model(name: str | None = None, device: str | None = None, dtype: str | None = None, progress=None,
                device_map: str | dict | None = None, max_memory: str | dict | None = None,
-               offload_folder: str | None = None, kernel: str = "auto") -> LoadedModel:
+               offload_folder: str | None = None, kernel: str = "auto", step: str = "eager") -> LoadedModel:
     """Load a decoder-only causal LM. ``name`` None / "bundled": the offline SmolLM2-135M.
 
     ``device_map`` (with ``max_memory`` and ``offload_folder``) places the layers through accelerate's
     big-model loading: over several GPUs, the CPU and disk ("auto", or an explicit {module: device});
     inputs go to the first module's device and accelerate's hooks move activations between layers.
     ``kernel``: the linear layers' product for decoding steps (decoding.kernels; "auto": what
-    measures faster on this CPU: onednn, skinny or stock)."""
+    measures faster on this CPU: onednn, skinny or stock). ``step``: "compiled" runs decode steps
+    through torch.compile over a static cache (decoding.compiled), "eager" does not."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -196,12 +199,12 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     t0 = time.perf_counter()
     device_map, max_memory = parse_device_map(device_map), parse_max_memory(max_memory)
     device = pick_device(device)
-    dtype = _check_options(device, dtype, kernel, device_map, bool(max_memory or offload_folder))
+    dtype = _check_options(device, dtype, kernel, device_map, bool(max_memory or offload_folder), step)
     bundled = name in (None, "", BUNDLED)
     if not bundled and os.path.isfile(os.path.join(str(name), "adapter_config.json")):
         if device_map:
             raise ModelError("a LoRA adapter folder cannot be split with --device-map: merge it into a model folder first")
-        return _load_adapter(str(name), device, dtype, progress, t0, kernel)
+        return with_step(_load_adapter(str(name), device, dtype, progress, t0, kernel), step, progress)
     if bundled:
         path, model_id = str(bundled_folder(progress)), BUNDLED_ID
     else:
@@ -235,10 +238,25 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     from .kernels import use_skinny
 
     used = use_skinny(model, kernel)
-    return LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
+    return with_step(LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used), step, progress)
 
 
-def _check_options(device: str, dtype: str | None, kernel: str, device_map, offload: bool) -> str:
+def with_step(lm: LoadedModel, step: str, progress=None) -> LoadedModel:
+    """``lm`` with its decode step: "compiled" attaches a CompiledStep (its graphs are built on
+    first use), where this machine can compile; else the eager step, said through ``progress``."""
+    from .compiled import CompiledStep, compile_possible
+
+    if step == "compiled":
+        why = compile_possible()
+        if why is not None:
+            if progress is not None:
+                progress(f"the eager decode step: {why}")
+            return lm
+        lm.step, lm.compiled = "compiled", CompiledStep(lm.model, progress)
+    return lm
+
+
+def _check_options(device: str, dtype: str | None, kernel: str, device_map, offload: bool, step: str = "eager") -> str:
     """ModelError for options that do not go together; the dtype (default: fp32 on cpu/mps, else bf16)."""
     if offload and not device_map:
         raise ModelError("--max-memory and --offload-folder need --device-map (e.g. --device-map auto)")
@@ -250,7 +268,16 @@ def _check_options(device: str, dtype: str | None, kernel: str, device_map, offl
 
     if kernel not in KERNELS or (kernel in ("skinny", "onednn") and device_map):
         raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' and 'onednn' not with --device-map), got {kernel!r}")
+    _check_step(step, device_map)
     return dtype
+
+
+def _check_step(step: str, device_map) -> None:
+    """ModelError for a decode step that does not exist or cannot run with these options."""
+    from .compiled import STEPS
+
+    if step not in STEPS or (step == "compiled" and device_map):
+        raise ModelError(f"step must be one of {', '.join(STEPS)} ('compiled' not with --device-map), got {step!r}")
 
 
 def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, kernel: str = "auto") -> LoadedModel:

@@ -99,6 +99,7 @@ class Trace:
     recorded: Bool = True  # False: the method records were switched off
     version: int = SCHEMA_VERSION
     kernel: Literal["stock", "skinny", "onednn"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
+    step: Literal["eager", "compiled"] = "eager"  # the decode step: eager, or compiled over a static cache (decoding.compiled)
 
     # ---- totals -------------------------------------------------------------------------------
     @property

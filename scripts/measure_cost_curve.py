@@ -1,6 +1,6 @@
 """Measure the step-cost curve of the bundled model on this machine and ship it in assets/.
 
-    python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5] [--kernel auto]
+    python scripts/measure_cost_curve.py [--out assets/cost_curve_cpu.json] [--context 256] [--repeats 5] [--kernel auto] [--step eager]
 
 The Explain page opens on this file when the live curve of the model/device is not cached yet,
 so it works without measuring. The curve is also written to the cache folder (decoding.perf.costs).
@@ -22,8 +22,10 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"], help="the linear layers' product (decoding/kernels.py)")
+    ap.add_argument("--step", default="eager", choices=["eager", "compiled"],
+                    help="the decode step (decoding/compiled.py; compiled: each fed size up to 64 compiles first)")
     a = ap.parse_args()
-    lm = load_model(None, device=a.device, progress=print, kernel=a.kernel)
+    lm = load_model(None, device=a.device, progress=print, kernel=a.kernel, step=a.step)
     c = measure_curve(lm, context=a.context, repeats=a.repeats,
                       progress=lambda f, m: print(f"[{f:4.0%}] {m}", flush=True))
     c.save(a.out)

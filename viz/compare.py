@@ -49,7 +49,7 @@ def summary_rows(traces: Mapping[str, object]) -> list[dict]:
             "new tokens": len(t.output_ids), "steps": t.n_steps, "tokens/step": round(t.tokens_per_step, 3),
             "seconds": round(t.seconds, 3), "tokens/s": round(t.tokens_per_s, 2),
             "speedup vs AR": None if speed is None else round(speed, 2),
-            "stop": t.stop_reason, "device": t.device, "kernel": t.kernel, "vs AR tokens": vs_ar,
+            "stop": t.stop_reason, "device": t.device, "kernel": t.kernel, "step": t.step, "vs AR tokens": vs_ar,
         })
     return rows
 

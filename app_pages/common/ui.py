@@ -100,7 +100,7 @@ def caption(t: Trace, source: str, fallback_note: bool = True) -> None:
     short = prompt if len(prompt) <= 160 else prompt[:157] + "…"
     params = ", ".join(f"{k}={v}" for k, v in t.params.items())
     st.caption(f"Showing: {md(source)} · {md(t.model_id)} · {md(METHOD_NAMES.get(t.method, t.method))}"
-               f"{' (' + md(params) + ')' if params else ''} · {md(t.device)}, {md(t.kernel)} kernel"
+               f"{' (' + md(params) + ')' if params else ''} · {md(t.device)}, {md(t.kernel)} kernel{', compiled step' if t.step == 'compiled' else ''}"
                f" · {len(t.output_ids)} tokens in {t.n_steps} steps "
                f"({t.tokens_per_step:.2f} tokens/step) · stop: {md(t.stop_reason or '?')}")
     st.caption(f"Prompt{' (chat)' if t.chat else ''}: {md(short)}")

@@ -75,7 +75,9 @@ class CostCurve:
         """One phrase for where the numbers come from."""
         if self.device == FLAT:
             return f"a flat step cost (a memory-bound GPU's regime: any step up to {self.ks[-1]} tokens costs one AR step)"
-        kernel = {"skinny": ", skinny matmul", "onednn": ", oneDNN packed matmul"}.get(self.kernel, "")
+        base, compiled = self.kernel.split("+")[0], self.kernel.endswith("+compiled")
+        kernel = {"skinny": ", skinny matmul", "onednn": ", oneDNN packed matmul"}.get(base, "")
+        kernel += ", compiled step" if compiled else ""
         return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}{kernel}), {self.context} cached tokens"
 
     def key(self) -> str:
@@ -191,12 +193,19 @@ def glob_escape(s: str) -> str:
 SHIPPED_CURVES = sorted((Path(__file__).resolve().parents[2] / "assets").glob("cost_curve_*.json"))
 
 
+def curve_kernel(lm) -> str:
+    """The label a step-cost curve is kept under for a loaded model: its kernel, with
+    "+compiled" when its decode step is compiled (decoding.compiled; another curve)."""
+    kernel = getattr(lm, "kernel", "stock")
+    return kernel + "+compiled" if getattr(lm, "step", "eager") == "compiled" else kernel
+
+
 def step_costs_for(lm, threads: int | None = None) -> StepCosts:
     """The cost-aware budget's step costs (decoding.budget.StepCosts) for a loaded model: the prior is
     the curve measured on this machine for this model/device/dtype/thread count (the cache folder),
     else a shipped curve of the same model/device/dtype, else the generic one of the device type;
     then calibrated online by the run."""
-    device, dtype, kernel = str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")
+    device, dtype, kernel = str(lm.device), str(lm.dtype), curve_kernel(lm)
     curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
     source = "measured on this machine"
     if curve is None:

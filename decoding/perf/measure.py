@@ -9,7 +9,7 @@ import statistics
 import time
 from typing import Callable
 
-from .costs import DEFAULT_CONTEXT, DEFAULT_KS, CostCurve, cached_curve, curve_path
+from .costs import DEFAULT_CONTEXT, DEFAULT_KS, CostCurve, cached_curve, curve_kernel, curve_path
 
 
 def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: int = 5,
@@ -30,7 +30,12 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (1, context + max(ks)), generator=g).to(model.device)
     say = progress or (lambda frac, msg: None)
-    times, ratios = _time_forwards(model, ids, context, ks, repeats + 1, say)
+    compiled = getattr(lm, "compiled", None)
+    if compiled is not None:  # the compiled step: only the fed sizes it compiles (larger ones run eagerly)
+        from ..compiled import FED_SIZES
+
+        ks = [k for k in ks if k <= FED_SIZES[-1]]
+    times, ratios = _time_forwards(model, ids, context, ks, repeats + 1, say, compiled)
     one = statistics.median(times[1])
     say(1 - 1 / (len(ks) * (repeats + 1) + 1), f"a short AR decode ({ar_tokens} tokens) for the loop overhead")
     ar_overhead = _ar_overhead(lm, ids[0, :min(context, 64)].tolist(), ar_tokens) if ar_tokens else None
@@ -40,12 +45,13 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
                      repeats=repeats,
                      ar_overhead=ar_overhead, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                     kernel=getattr(lm, "kernel", "stock"))
+                     kernel=curve_kernel(lm))
 
 
-def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) -> tuple[dict, dict]:
+def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say, compiled=None) -> tuple[dict, dict]:
     """(k -> seconds of one forward over ids[context:context + k] after the first ``context`` ids,
-    k -> its ratios to a 1-token forward timed just before it), one per round but the first (a warm-up)."""
+    k -> its ratios to a 1-token forward timed just before it), one per round but the first (a
+    warm-up, which also compiles each fed size of a ``compiled`` step, decoding.compiled.CompiledStep)."""
     import torch
     from transformers import DynamicCache
 
@@ -59,24 +65,38 @@ def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say) ->
     def forward(k: int) -> float:
         sync()
         t0 = time.perf_counter()
-        model(input_ids=ids[:, context:context + k], use_cache=True, **{kw: cache})
+        if compiled is None:
+            model(input_ids=ids[:, context:context + k], use_cache=True, **{kw: cache})
+        else:
+            compiled.forward(cache, ids[0, context:context + k].tolist(), None, None, context)
         sync()
-        cache.crop(-k)  # back to the context
+        cache.crop(-(int(cache.get_seq_length()) - context))  # back to the context (a compiled step wrote its padding too)
         return time.perf_counter() - t0
 
     with torch.inference_mode():
-        cache = DynamicCache(config=model.config)
-        model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{kw: cache})
-        # rounds over all k (not all repeats of one k in a row), so a burst of load elsewhere on
-        # the machine spreads over the whole curve instead of bending one point of it
-        for r in range(rounds):
-            for i, k in enumerate(ks):
-                say((r * len(ks) + i) / (rounds * len(ks) + 1), f"round {r + 1}/{rounds}: forward over {k} new tokens")
-                one = forward(1) if k > 1 else 0.0
-                t = forward(k)
-                if r:
-                    times[k].append(t)
-                    ratios[k].append(t / one if one > 0 else 1.0)
+        cache = DynamicCache(config=model.config) if compiled is None else compiled.acquire(context + max(ks), kw)
+        if cache is None:
+            raise RuntimeError("the compiled step's cache is busy or too short for this curve")
+        try:
+            return _rounds(model, ids, context, ks, rounds, say, forward, cache, kw, times, ratios)
+        finally:
+            if compiled is not None:
+                compiled.release(cache)
+
+
+def _rounds(model, ids, context, ks, rounds, say, forward, cache, kw, times, ratios) -> tuple[dict, dict]:
+    """The timing rounds of ``_time_forwards``, after the context's prefill into ``cache``."""
+    model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1, **{kw: cache})
+    # rounds over all k (not all repeats of one k in a row), so a burst of load elsewhere on
+    # the machine spreads over the whole curve instead of bending one point of it
+    for r in range(rounds):
+        for i, k in enumerate(ks):
+            say((r * len(ks) + i) / (rounds * len(ks) + 1), f"round {r + 1}/{rounds}: forward over {k} new tokens")
+            one = forward(1) if k > 1 else 0.0
+            t = forward(k)
+            if r:
+                times[k].append(t)
+                ratios[k].append(t / one if one > 0 else 1.0)
     return times, ratios
 
 
@@ -97,7 +117,7 @@ def load_or_measure(lm, progress=None, force: bool = False, **kw) -> CostCurve:
 
     threads = torch.get_num_threads()
     if not force:
-        c = cached_curve(lm.model_id, str(lm.device), str(lm.dtype), threads, getattr(lm, "kernel", "stock"))
+        c = cached_curve(lm.model_id, str(lm.device), str(lm.dtype), threads, curve_kernel(lm))
         if c is not None:
             return c
     c = measure_curve(lm, progress=progress, **kw)

@@ -1,0 +1,188 @@
+"""A compiled decode step (issue 21, item 2): ``torch.compile`` over a static KV cache.
+
+The eager step loses about 14 ms of a 34 ms CPU step outside the linear products (the profile in
+docs/benchmarks.md: the dynamic cache's concatenations, some 600 small operators and their
+dispatch). Compiling the whole forward fuses the small operators into a few C++ loops (inductor's
+CPU code generation) and writes the KV into a preallocated cache instead of concatenating it. The
+linear products stay this model's kernel (decoding.kernels), traced into the graph.
+
+A compiled graph has fixed shapes, so a step's fed rows are padded up to one of ``FED_SIZES`` and
+the cache is one of ``CACHE_SIZES`` long: one graph per (fed size, cache size) used, compiled the
+first time a run needs it (tens of seconds on a small CPU; ``progress`` says so) and kept on disk
+by inductor's own cache (``TORCHINDUCTOR_CACHE_DIR``, under this lab's cache folder), so a second
+start loads it instead. Every step passes an explicit 4D mask over the whole cache: the real rows
+see the valid cache and their own (tree or causal) block, never a padding row or a stale entry;
+padding rows see only themselves. Their KV lands after the real rows' and is cut by ``keep_fed``
+like any rejected guess.
+
+One static cache per cache size serves one run at a time (a lock); a second concurrent run, a
+prompt longer than the largest size, a step feeding more than the largest fed size, and a model
+split over devices run the eager step, whose output is the same up to float rounding (the
+compiled step's rows are summed in another order, so a near-tie can break the other way, as between
+kernels).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+FED_SIZES = (1, 2, 4, 8, 16, 32, 64)
+CACHE_SIZES = (512, 1024, 2048, 4096)
+STEPS = ("eager", "compiled")
+
+
+class CompileError(RuntimeError):
+    """The compiled step cannot run here (no C++ compiler, an unsupported model), in one sentence."""
+
+
+def fed_size(q: int) -> int | None:
+    """The padded fed size for ``q`` rows (None: more than the largest, run eagerly)."""
+    return next((s for s in FED_SIZES if s >= q), None)
+
+
+def cache_size(need: int, limit: int | None = None) -> int | None:
+    """The static cache length for ``need`` positions (None: longer than the largest)."""
+    for s in CACHE_SIZES:
+        if s >= need:
+            return s if limit is None or s <= max(limit, CACHE_SIZES[0]) else None
+    return None
+
+
+def step_mask(mask: torch.Tensor | None, q: int, past: int, size: int, length: int, dtype) -> torch.Tensor:
+    """The [1, 1, size, length] float mask of a padded step: the real rows' mask (``mask``
+    [1, 1, q, past + q], or causal when None) with the rest of the cache blocked; a padding row
+    sees only its own column."""
+    low = torch.finfo(dtype).min
+    out = torch.full((size, length), low, dtype=dtype)
+    if mask is None:
+        out[:q, :past + q] = 0.0
+        out[:q, past:past + q].masked_fill_(torch.ones(q, q, dtype=torch.bool).triu(1), low)
+    else:
+        out[:q, :past + q] = mask[0, 0].to(device="cpu", dtype=dtype)
+    pad = torch.arange(q, size)
+    out[pad, past + pad] = 0.0
+    return out.view(1, 1, size, length)
+
+
+class CompiledStep:
+    """The compiled forward of one model, with its static caches (see the module docstring)."""
+
+    def __init__(self, model, progress: Callable[[str], None] | None = None):
+        from .paths import cache_dir
+
+        # inductor's code cache in the lab's cache folder (unless the user set one): a second start loads it
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+        self.model, self.progress = model, progress
+        self.cache_kw = "past_key_values"  # forward's name for the cache (the run says, acquire)
+        self.limit = getattr(model.config, "max_position_embeddings", None)
+        self.caches: dict[int, Any] = {}
+        self.locks: dict[int, threading.Lock] = {}
+        self.compiled: set[tuple[int, int]] = set()  # (fed size, cache size) graphs built in this process
+        self.compile_seconds = 0.0
+        self.broken = ""  # why compiling failed (then every step runs eagerly over the static cache)
+        self.fn = torch.compile(self._forward, dynamic=False)
+
+    def _forward(self, cache, ids, positions, mask):
+        return self.model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True,
+                          **{self.cache_kw: cache}).logits
+
+    def acquire(self, need: int, cache_kw: str = "past_key_values"):
+        """A reset static cache for a run that needs ``need`` positions, or None (run eagerly);
+        ``cache_kw``: the model forward's name for its cache (decoding.loop.cache_kw)."""
+        from transformers import StaticCache
+
+        self.cache_kw = cache_kw
+        size = cache_size(need, self.limit)
+        if size is None:
+            return None
+        lock = self.locks.setdefault(size, threading.Lock())
+        if not lock.acquire(blocking=False):
+            return None
+        from .kernels import refresh_packs
+
+        refresh_packs(self.model)
+        cache = self.caches.get(size)
+        if cache is None:
+            cache = self.caches[size] = StaticCache(config=self.model.config, max_cache_len=size)
+        held = int(cache.get_seq_length())
+        if held:  # the last run's entries: the next writes go over them
+            cache.crop(-held)
+        return cache
+
+    def prepare(self, need: int, sizes: tuple[int, ...] = FED_SIZES[:5], cache_kw: str = "past_key_values") -> float:
+        """Build (or load from disk) the graphs of these fed sizes for runs needing ``need``
+        positions, before anything is timed or shown; the seconds it took."""
+        t = time.perf_counter()
+        cache = self.acquire(need, cache_kw)
+        if cache is None:
+            return 0.0
+        try:
+            with torch.inference_mode():
+                for size in sizes:
+                    self.forward(cache, [0] * size, None, None, 0)
+                    cache.crop(-int(cache.get_seq_length()))
+        finally:
+            self.release(cache)
+        return time.perf_counter() - t
+
+    def release(self, cache) -> None:
+        """The run is over: its cache serves the next one."""
+        for size, c in self.caches.items():
+            if c is cache and self.locks[size].locked():
+                self.locks[size].release()
+
+    def forward(self, cache, tokens: list[int], offsets: torch.Tensor | None, mask: torch.Tensor | None,
+                past: int) -> torch.Tensor:
+        """Logits [len(tokens), vocab] of one step over ``cache`` (``past`` positions valid):
+        compiled when its rows fit a fed size, else eagerly over the same cache."""
+        q, length = len(tokens), cache.layers[0].max_cache_len
+        size = fed_size(q) or q
+        if past + size > length:
+            raise RuntimeError(f"a step feeding {q} tokens at position {past} passes the compiled step's "
+                               f"{length}-token cache; run it with the eager step")
+        device = self.model.device
+        dtype = next(self.model.parameters()).dtype
+        ids = torch.zeros((1, size), dtype=torch.long)
+        ids[0, :q] = torch.tensor(tokens)
+        pos = torch.arange(size) + past
+        if offsets is not None:
+            pos[:q] = offsets.cpu() + past
+            pos[q:] = int(pos[:q].max()) + 1 + torch.arange(size - q)
+        args = (cache, ids.to(device), pos.unsqueeze(0).to(device), step_mask(mask, q, past, size, length, dtype).to(device))
+        if size not in FED_SIZES or self.broken:
+            return self._forward(*args)[0, :q]
+        key = (size, length)
+        if key not in self.compiled and self.progress is not None:
+            self.progress(f"compiling the decode step for {size} fed tokens over a {length}-token cache "
+                          "(once per start; inductor keeps its code on disk)")
+        t = time.perf_counter()
+        held = int(cache.get_seq_length())
+        try:
+            logits = self.fn(*args)
+        except Exception as e:  # noqa: BLE001 (a compiler failure of any kind: the eager step takes over)
+            self.broken = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+            if self.progress is not None:
+                self.progress(f"the compiled step failed ({self.broken}); decoding goes on with the eager step")
+            if int(cache.get_seq_length()) != held:  # a failure after the cache was written: undo it
+                cache.crop(held - int(cache.get_seq_length()))
+            return self._forward(*args)[0, :q]
+        if key not in self.compiled:
+            self.compiled.add(key)
+            self.compile_seconds += time.perf_counter() - t
+        return logits[0, :q]
+
+
+def compile_possible() -> str | None:
+    """Why a compiled step cannot run on this machine (None: it can): inductor's CPU code needs a
+    C++ compiler."""
+    import shutil
+
+    cxx = os.environ.get("CXX") or "g++"
+    if shutil.which(cxx) is None and shutil.which("c++") is None:
+        return f"no C++ compiler ({cxx}) on PATH: torch.compile's CPU code needs one"
+    return None

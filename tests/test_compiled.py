@@ -1,0 +1,141 @@
+"""The compiled decode step (decoding/compiled.py): torch.compile over a static KV cache. Every
+method's greedy output on it equals transformers' generate on the stock model; it falls back to
+the eager step where it cannot compile, where a compile fails, for a second concurrent run and for
+steps larger than its fed sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from decoding import compiled as C
+from decoding.compiled import CompiledStep, cache_size, fed_size, step_mask
+from decoding.kernels import onednn_ok, use_skinny
+from decoding.loop import Run, decode
+from decoding.model import ModelError, _check_step, with_step
+from decoding.trace import Trace
+from test_equivalence import SETTINGS, _prompt
+from tiny import generate_greedy, tiny_lm
+
+can_compile = pytest.mark.skipif(C.compile_possible() is not None, reason="no C++ compiler for torch.compile")
+KERNEL = "onednn" if onednn_ok() else "skinny"
+
+
+def test_sizes():
+    assert [fed_size(q) for q in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
+    assert fed_size(65) is None
+    assert [cache_size(n) for n in (1, 512, 513, 4096)] == [512, 512, 1024, 4096]
+    assert cache_size(4097) is None and cache_size(900, limit=512) is None and cache_size(300, limit=100) == 512
+
+
+def test_step_mask_blocks_padding_and_stale_entries():
+    m = step_mask(None, 3, 5, 4, 16, torch.float32)[0, 0]
+    see = m == 0
+    for r in range(3):  # causal real rows: the 5 cached positions and the block up to themselves
+        assert see[r].nonzero().flatten().tolist() == list(range(5 + r + 1))
+    assert see[3].nonzero().flatten().tolist() == [8]  # the padding row: only its own column
+    tree = torch.full((1, 1, 2, 7), torch.finfo(torch.float32).min)
+    tree[..., :5] = 0
+    tree[0, 0, 0, 5] = tree[0, 0, 1, 6] = 0  # row 1 does not see row 0 (a tree's siblings)
+    see = step_mask(tree, 2, 5, 2, 8, torch.float32)[0, 0] == 0
+    assert see[1].nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 6] and not see[:, 7].any()
+
+
+def test_step_option_is_checked():
+    with pytest.raises(ModelError, match="step must be one of"):
+        _check_step("jit", None)
+    with pytest.raises(ModelError, match="not with --device-map"):
+        _check_step("compiled", "auto")
+
+
+def test_no_compiler_means_the_eager_step(monkeypatch):
+    monkeypatch.setattr(C, "compile_possible", lambda: "no C++ compiler (g++) on PATH")
+    said = []
+    lm = with_step(tiny_lm("llama", 0), "compiled", said.append)
+    assert lm.step == "eager" and lm.compiled is None and "no C++ compiler" in said[0]
+    assert decode(lm, [1, 2, 3], "ar", {}, 4).step == "eager"
+
+
+@pytest.fixture(scope="module")
+def compiled_models():
+    out = {}
+    for key in (("llama", 0), ("qwen2", 1)):
+        lm = tiny_lm(*key)
+        lm = dataclasses.replace(lm, kernel=use_skinny(lm.model, KERNEL))
+        out[key] = (with_step(lm, "compiled"), tiny_lm(*key))  # (compiled, stock twin)
+    return out
+
+
+@can_compile
+@pytest.mark.parametrize("key", [("llama", 0), ("qwen2", 1)], ids=lambda k: f"{k[0]}{k[1]}")
+@pytest.mark.parametrize("method,params", SETTINGS, ids=lambda x: str(x) if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()))
+def test_compiled_runs_equal_stock_generate(compiled_models, key, method, params):
+    fast, stock = compiled_models[key]
+    for plen, K in ((1, 21), (9, 30), (45, 37)):
+        prompt = _prompt(plen * 7 + key[1], plen)
+        out = decode(fast, prompt, method, params, K)
+        assert out.output_ids == generate_greedy(stock, prompt, K), (plen, K)
+        assert out.step == "compiled" and out.kernel == fast.kernel
+    assert not fast.compiled.broken and fast.compiled.compiled  # graphs were built and ran
+
+
+@can_compile
+def test_large_steps_and_concurrent_runs_run_eagerly(compiled_models):
+    fast, stock = compiled_models[("llama", 0)]
+    prompt = _prompt(5, 12)
+    ref = generate_greedy(stock, prompt, 24)
+    big = decode(fast, prompt, "lookahead", {"W": 15, "N": 5, "G": 15}, 24)  # 121 fed rows: past the fed sizes
+    assert big.output_ids == ref and big.step == "compiled" and max(s.fed for s in big.steps) > C.FED_SIZES[-1]
+    first = Run(fast, prompt, "ar", {}, 24)
+    steps = iter(first)
+    next(steps)  # the first run holds the static cache ...
+    second = decode(fast, prompt, "ar", {}, 24)
+    assert second.step == "eager" and second.output_ids == ref  # ... so the second runs eagerly
+    list(steps)
+    assert first.trace.step == "compiled" and first.trace.output_ids == ref
+    assert decode(fast, prompt, "ar", {}, 24).step == "compiled"  # released at the first run's end
+
+
+@can_compile
+def test_a_failing_compile_falls_back_to_the_eager_step():
+    fast, stock = tiny_lm("llama", 2), tiny_lm("llama", 2)
+    fast = with_step(fast, "compiled")
+    said = []
+    fast.compiled.progress = said.append
+
+    def broken(*_):
+        raise RuntimeError("inductor: C++ compile error\nmore")
+
+    fast.compiled.fn = broken
+    prompt = _prompt(3, 10)
+    out = decode(fast, prompt, "pld", {}, 20)
+    assert out.output_ids == generate_greedy(stock, prompt, 20)
+    assert fast.compiled.broken == "RuntimeError: inductor: C++ compile error"
+    assert any("eager step" in m for m in said)
+    assert decode(fast, prompt, "ar", {}, 5).step == "eager"  # later runs: the eager step throughout
+
+
+def test_trace_keeps_its_step():
+    t = decode(tiny_lm("llama", 0), [1, 2, 3], "ar", {}, 4)
+    d = t.to_dict()
+    assert d["step"] == "eager" and Trace.from_dict(d | {"step": "compiled"}).step == "compiled"
+    d.pop("step")
+    assert Trace.from_dict(d).step == "eager"  # traces written before the field
+
+
+@can_compile
+def test_a_compiled_step_has_its_own_cost_curve(tmp_path, monkeypatch):
+    from decoding.perf.costs import cached_curve, step_costs_for
+    from decoding.perf.measure import load_or_measure
+
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    eager = tiny_lm("llama", 3)
+    fast = with_step(tiny_lm("llama", 3), "compiled")
+    c = load_or_measure(fast, ks=(2, 4, 96), context=16, repeats=1, ar_tokens=8)
+    assert c.kernel == "stock+compiled" and c.ks == [1, 2, 4] and "compiled step" in c.regime  # 96: past the fed sizes
+    assert all(s > 0 for s in c.seconds) and not any(lock.locked() for lock in fast.compiled.locks.values())
+    assert cached_curve(fast.model_id, "cpu", "float32", torch.get_num_threads(), "stock") is None  # not the eager one's
+    assert "compiled step" in step_costs_for(fast).source and "compiled" not in step_costs_for(eager).source
+    assert decode(fast, _prompt(2, 9), "ar", {}, 6).step == "compiled"  # the curve released its cache
