@@ -39,7 +39,7 @@ from .trace import Step, Trace
 from .verify import Proposal, StepContext, Verdict, verify_greedy, verify_sampled
 
 MAX_NEW_TOKENS_CAP = 4096
-STATIC_SLACK = 256  # a compiled step's cache holds prompt + max_new_tokens + this many fed rows
+STATIC_SLACK = 64  # a compiled step's cache holds prompt + max_new_tokens + this many fed rows (past it: decoding.compiled.to_dynamic)
 
 
 @lru_cache(maxsize=None)
@@ -179,6 +179,8 @@ class Run:
 
     def _forward(self, prop: Proposal) -> tuple[torch.Tensor, float]:
         """Step 2: one forward of [current token] + the proposal; (logits rows, seconds)."""
+        if self.stepper is not None and not self.stepper.fits(self.cache, 1 + len(prop.tokens), self.past):
+            self.cache, self.stepper = self.stepper.to_dynamic(self.cache, self.past), None  # the rest eagerly
         if self.stepper is not None:
             t = time.perf_counter()
             logits = self.stepper.forward(self.cache, [self.cur] + prop.tokens,

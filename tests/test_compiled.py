@@ -26,8 +26,8 @@ KERNEL = "onednn" if onednn_ok() else "skinny"
 def test_sizes():
     assert [fed_size(q) for q in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
     assert fed_size(65) is None
-    assert [cache_size(n) for n in (1, 512, 513, 4096)] == [512, 512, 1024, 4096]
-    assert cache_size(4097) is None and cache_size(900, limit=512) is None and cache_size(300, limit=100) == 512
+    assert [cache_size(n) for n in (1, 256, 257, 513, 4096)] == [256, 256, 384, 768, 4096]
+    assert cache_size(4097) is None
 
 
 def test_step_mask_blocks_padding_and_stale_entries():
@@ -96,6 +96,17 @@ def test_large_steps_and_concurrent_runs_run_eagerly(compiled_models):
     list(steps)
     assert first.trace.step == "compiled" and first.trace.output_ids == ref
     assert decode(fast, prompt, "ar", {}, 24).step == "compiled"  # released at the first run's end
+
+
+@can_compile
+def test_a_step_past_the_static_cache_goes_on_eagerly(compiled_models):
+    fast, stock = compiled_models[("llama", 0)]
+    prompt = _prompt(4, 150)
+    assert C.cache_size(len(prompt) + 40 + 64) == 256  # 121 fed rows at position 150 pass its end
+    out = decode(fast, prompt, "lookahead", {"W": 15, "N": 5, "G": 15}, 40)
+    assert out.output_ids == generate_greedy(stock, prompt, 40) and out.step == "compiled"
+    assert not fast.compiled.locks[256].locked()  # released when the run left the static cache
+    assert decode(fast, prompt, "ar", {}, 8).step == "compiled"
 
 
 @can_compile
