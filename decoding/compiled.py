@@ -83,6 +83,10 @@ class CompiledStep:
         self.compiled: set[tuple[int, int]] = set()  # (fed size, cache size) graphs built in this process
         self.compile_seconds = 0.0
         self.broken = ""  # why compiling failed (then every step runs eagerly over the static cache)
+        # one graph per (fed size, cache size): dynamo's default limit (8 graphs per function) would
+        # silently run the rest eagerly
+        limit = len(FED_SIZES) * len(CACHE_SIZES) + 8
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
         self.fn = torch.compile(self._forward, dynamic=False)
 
     def _forward(self, cache, ids, positions, mask):

@@ -150,3 +150,17 @@ def test_a_compiled_step_has_its_own_cost_curve(tmp_path, monkeypatch):
     assert cached_curve(fast.model_id, "cpu", "float32", torch.get_num_threads(), "stock") is None  # not the eager one's
     assert "compiled step" in step_costs_for(fast).source and "compiled" not in step_costs_for(eager).source
     assert decode(fast, _prompt(2, 9), "ar", {}, 6).step == "compiled"  # the curve released its cache
+
+
+@can_compile
+def test_every_graph_compiles_past_dynamos_default_limit():
+    """Dynamo compiles at most ``recompile_limit`` (default 8) graphs of one function and silently
+    runs the rest eagerly; the compiled step needs one per (fed size, cache size)."""
+    from torch._dynamo.utils import counters
+
+    fast = with_step(tiny_lm("llama", 4, layers=1), "compiled")
+    before = counters["stats"]["unique_graphs"]
+    fast.compiled.prepare(200)  # 5 fed sizes over a 256-token cache
+    fast.compiled.prepare(300)  # and over a 384-token one
+    assert counters["stats"]["unique_graphs"] - before >= 10
+    assert len(fast.compiled.compiled) == 10
