@@ -7,7 +7,7 @@ which settings should pay off here.
 
 import streamlit as st
 
-from decoding.perf.costs import SHIPPED_CURVES, flat_curve
+from decoding.perf.costs import SHIPPED_CURVES, curve_kernel, flat_curve
 from decoding.perf import tune
 from decoding.perf.account import account, reasons
 from decoding.perf.load import machine_load, why_they_part
@@ -43,7 +43,7 @@ if ar is not None and (ar.prompt_ids != t.prompt_ids or ar.model_id != t.model_i
 ui.budget_section(t, "explain")  # budget=auto: the decisions (no curve needed: the run calibrated its own)
 
 # ---- the step-cost curve ------------------------------------------------------------------------------
-key = (t.model_id, t.device, t.dtype, t.kernel)
+key = (t.model_id, t.device, t.dtype, curve_kernel(t))  # "+compiled": the compiled step's own curve
 found = runs.cost_curve(*key, shipped=tuple(SHIPPED_CURVES))  # the curves in assets/, matched by model, device, dtype, kernel
 
 

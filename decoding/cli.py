@@ -189,7 +189,9 @@ def cmd_generate(a) -> int:
     else:
         s = tr.summary()
         print(f"\n\n[{s['method']}] {s['new_tokens']} tokens in {s['steps']} steps: {s['tokens_per_step']:.2f} tokens/step, "
-              f"{s['tokens_per_s']:.1f} tokens/s, stop: {s['stop_reason']}", file=sys.stderr)
+              f"{s['tokens_per_s']:.1f} tokens/s, stop: {s['stop_reason']}"
+              + (f" ({tr.compile_seconds:.1f} s compiling the decode step, left out)" if tr.compile_seconds else ""),
+              file=sys.stderr)
     return 0
 
 

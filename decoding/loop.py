@@ -100,6 +100,7 @@ class Run:
             self.costs = step_costs if step_costs is not None else step_costs_for(lm)
         self.output: list[int] = []
         self.cache, self.stepper = None, None  # the KV cache; the compiled step serving this run (or None)
+        self.compile_seconds = 0.0  # building compiled graphs during this run (left out of every timing)
         self.done = False
         self._stopped = False
         self._started = False
@@ -182,12 +183,14 @@ class Run:
         if self.stepper is not None and not self.stepper.fits(self.cache, 1 + len(prop.tokens), self.past):
             self.cache, self.stepper = self.stepper.to_dynamic(self.cache, self.past), None  # the rest eagerly
         if self.stepper is not None:
-            t = time.perf_counter()
+            t, built = time.perf_counter(), self.stepper.compile_seconds
             logits = self.stepper.forward(self.cache, [self.cur] + prop.tokens,
                                           prop.offsets if prop.mask is not None else None, prop.mask, self.past)
             if prop.logit_rows is not None:
                 logits = logits[prop.logit_rows]
-            return logits, time.perf_counter() - t
+            built = self.stepper.compile_seconds - built  # a graph built in this step: not decoding time
+            self.compile_seconds += built
+            return logits, time.perf_counter() - t - built
         kw: dict[str, Any] = {self.cache_kw: self.cache}
         if prop.mask is not None:
             kw["attention_mask"] = prop.mask
@@ -208,7 +211,7 @@ class Run:
 
     def _step(self, method) -> Step:
         """One step: propose, forward, verify, commit, record."""
-        t0 = time.perf_counter()
+        t0, built = time.perf_counter(), self.compile_seconds
         prop = method.propose(self.context())  # 1
         past = self.past
         logits, forward_s = self._forward(prop)  # 2
@@ -226,7 +229,7 @@ class Run:
             step.sampling = verdict.sampling
             if prop.budget is not None:
                 step.budget = replace(prop.budget, realized=len(committed))
-        step.seconds = time.perf_counter() - t0
+        step.seconds = time.perf_counter() - t0 - (self.compile_seconds - built)
         if self.costs is not None:
             self.costs.observe(step.fed, step.seconds)
         return step
@@ -250,7 +253,8 @@ class Run:
                 finally:  # the consumer's time (a UI drawing the step, a pause before Stop) is not decoding
                     paused += time.perf_counter() - ty
         finally:
-            trace.seconds = time.perf_counter() - t_start - paused
+            trace.seconds = time.perf_counter() - t_start - paused - self.compile_seconds
+            trace.compile_seconds = self.compile_seconds
             if not self.done:
                 trace.stop_reason = "stopped"
             method.finish(self.context())

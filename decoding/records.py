@@ -56,6 +56,7 @@ Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Expected = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, MAX_COST, "an expected number of tokens")]
 Probability = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, 1, "a probability")]
 Seconds = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(MIN_SECONDS, MAX_SECONDS, "a time in seconds")]
+Elapsed = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(0, MAX_SECONDS, "a time in seconds")]  # may be none
 Cost = Annotated[float, Strict(), Field(allow_inf_nan=False), _finite_range(MIN_COST, MAX_COST, "a step cost")]
 Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .methods import REGISTRY, SAMPLING_DEFAULTS, ConfigError, resolve_params
-from .records import (ORIGINS, Bool, BudgetRecord, Count, Origin, Positive, SampleRecord, Seconds, Str,  # noqa: F401
+from .records import (ORIGINS, Bool, BudgetRecord, Count, Elapsed, Origin, Positive, SampleRecord, Seconds, Str,  # noqa: F401
                       Tokens, check, fail, sentence)
 
 # 3: Step.record, one field for the method's record (2: a field per method; 1: no Step.origins).
@@ -100,6 +100,7 @@ class Trace:
     version: int = SCHEMA_VERSION
     kernel: Literal["stock", "skinny", "onednn"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
     step: Literal["eager", "compiled"] = "eager"  # the decode step: eager, or compiled over a static cache (decoding.compiled)
+    compile_seconds: Elapsed = 0.0  # compiled step: graphs built during this run (first use), left out of seconds
 
     # ---- totals -------------------------------------------------------------------------------
     @property

@@ -164,3 +164,82 @@ def test_every_graph_compiles_past_dynamos_default_limit():
     fast.compiled.prepare(300)  # and over a 384-token one
     assert counters["stats"]["unique_graphs"] - before >= 10
     assert len(fast.compiled.compiled) == 10
+
+
+class _SlowFirstCall:
+    """Stands in for torch.compile: the eager forward, whose first call per shape sleeps (a compile)."""
+
+    def __init__(self, fn, seconds: float = 0.4):
+        self.fn, self.seconds, self.seen = fn, seconds, set()
+
+    def __call__(self, *args):
+        key = tuple(args[1].shape) + tuple(args[3].shape)
+        if key not in self.seen:
+            self.seen.add(key)
+            import time
+
+            time.sleep(self.seconds)
+        return self.fn(*args)
+
+
+def slow_compile(monkeypatch, seconds: float = 0.4) -> None:
+    monkeypatch.setattr(C.torch, "compile", lambda fn, **_: _SlowFirstCall(fn, seconds))
+
+
+def test_compiling_is_left_out_of_the_runs_timings(monkeypatch):
+    """A first use that compiles for seconds is recorded as compile_seconds, and neither a step's
+    time, its forward's, the run's nor the budget's observed costs include it."""
+    slow_compile(monkeypatch, 0.4)
+    lm, stock = with_step(tiny_lm("llama", 0), "compiled"), tiny_lm("llama", 0)
+    prompt = _prompt(3, 9)
+    run = Run(lm, prompt, "pld", {"budget": "auto"}, 30)
+    seen = []
+    run.costs.observe = lambda fed, s, f=run.costs.observe: (seen.append(s), f(fed, s))
+    t = run.decode()
+    assert t.output_ids == generate_greedy(stock, prompt, 30) and t.step == "compiled"
+    graphs = len({fed_size(s.fed) for s in t.steps})
+    assert t.compile_seconds >= 0.4 * graphs and graphs >= 1
+    assert max(s.seconds for s in t.steps) < 0.3 and max(s.forward_seconds for s in t.steps) < 0.3
+    assert max(seen) < 0.3 and t.seconds < 0.4 * graphs
+    again = decode(lm, prompt, "pld", {"budget": "auto"}, 30)  # the graphs are built: nothing to leave out
+    assert again.compile_seconds == 0.0 and again.output_ids == t.output_ids
+    d = t.to_dict()
+    assert Trace.from_dict(d).compile_seconds == t.compile_seconds
+    d.pop("compile_seconds")
+    assert Trace.from_dict(d).compile_seconds == 0.0  # traces written before the field
+
+
+def test_the_apps_compiled_step(monkeypatch):
+    """The sidebar's Decode step runs the sidebar's model compiled: the bar says when a graph is
+    being built and how long compiling took, left out of the run's time; Explain looks for the
+    compiled step's own curve; eager again when Decode step goes back."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages.common import models
+    from test_app_sampling import APP
+    from tiny import ByteTokenizer
+    from viz.style import METHOD_NAMES
+
+    slow_compile(monkeypatch, 0.3)
+    lm = tiny_lm("llama", 0)
+    lm.tokenizer = ByteTokenizer()
+    monkeypatch.setattr(models, "get_model", lambda name: lm)
+    models.compiled_model.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=60).run()
+        at.selectbox(key="example").select("Plain text (no chat)").run()
+        at.selectbox(key="method_label").select(METHOD_NAMES["ar"]).run()
+        at.number_input(key="max_new_tokens").set_value(12).run()
+        at.selectbox(key="decode_step").select("compiled").run()
+        at.button(key="run_button").click().run()
+        assert not at.exception and not at.error
+        t = next(iter(at.session_state["results"].traces.values()))
+        assert t.step == "compiled" and t.compile_seconds >= 0.3
+        done = [p.proto.text for p in at.get("progress") if p.proto.text.startswith("done:")]
+        assert done and "compiling the decode step, not counted" in done[-1], done
+        assert any("compiled step" in m.value for m in at.markdown)
+        at.selectbox(key="decode_step").select("eager").run()
+        at.button(key="run_button").click().run()
+        assert next(iter(at.session_state["results"].traces.values())).step == "eager"
+    finally:
+        models.compiled_model.clear()

@@ -40,7 +40,7 @@ def settings_defaults() -> dict:
     return {"model_name": "", "example": first, "prompt": EXAMPLE_PROMPTS[first][0],
             "chat": EXAMPLE_PROMPTS[first][1], "method_label": METHOD_NAMES["lookahead"], "max_new_tokens": 64,
             **{key: prm.default for _, prm, key, _ in param_widgets()},
-            "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0}
+            "s_temperature": 0.0, "s_top_k": 0, "s_top_p": 1.0, "s_seed": 0, "decode_step": "eager"}
 
 
 def selected_method() -> str:

@@ -5,12 +5,14 @@ Decoding state (the KV cache, the pool) lives in the Run, never in the cache."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
 from .assets import ROOT, SHIPPED_ADAPTER, app_relative
 from .demo import model_refused as _model_refused
+from .demo import public_demo
 
 
 def canonical(name: str) -> str:
@@ -48,10 +50,31 @@ def model_split() -> tuple[str, str, str]:
     return tuple(str(ss.get(k, "") or "").strip() for k in ("device_map", "max_memory", "offload_folder"))
 
 
+@st.cache_resource(show_spinner=False, max_entries=2)
+def compiled_model(name: str):
+    """get_model's model with a compiled decode step (decoding.compiled): the same weights, its own
+    static caches and graphs (built on first use, kept on disk by inductor). Where this machine
+    cannot compile, the eager step (``compile_possible`` says why)."""
+    from decoding.model import with_step
+
+    return with_step(replace(get_model(name)), "compiled")
+
+
+def model_step() -> str:
+    """The sidebar's decode step: "compiled" or "eager" (always eager in a public demo, where a
+    first run would compile for minutes on the shared server, and for a split model)."""
+    if public_demo() or model_split()[0]:
+        return "eager"
+    return "compiled" if st.session_state.get("decode_step") == "compiled" else "eager"
+
+
 def loaded_model(name: str):
-    """get_model with the sidebar's split, if one is set (plain get_model(name) otherwise)."""
+    """The sidebar's model: split (get_model with the split) if one is set, else with the sidebar's
+    decode step."""
     name, split = canonical(name), model_split()
-    return get_model(name, *split) if split[0] else get_model(name)
+    if split[0]:
+        return get_model(name, *split)
+    return compiled_model(name) if model_step() == "compiled" else get_model(name)
 
 
 @st.cache_resource(show_spinner=False)

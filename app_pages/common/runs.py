@@ -106,7 +106,8 @@ def stream(run, lm, ids: list[int], method: str, dec: LockedDecode) -> None:
     partial one when the run is stopped."""
     box = st.container(border=True)
     how = f"sampling at temperature {run.params['temperature']:g}" if run.params.get("temperature") else "greedy"
-    box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {md(lm.model_id)} on {md(str(lm.device))}")
+    step = " · compiled step" if getattr(lm, "compiled", None) is not None else ""
+    box.markdown(f"**{METHOD_NAMES[method]}** ({how}) · {md(lm.model_id)} on {md(str(lm.device))}{step}")
     prog = box.progress(0.0, text="waiting for the model…")
     out = box.empty()
     chunks: list[tuple[str, int]] = []
@@ -128,19 +129,28 @@ def stream(run, lm, ids: list[int], method: str, dec: LockedDecode) -> None:
         prog.progress(min(1.0, n / run.max_new_tokens),
                       text=f"{n} tokens · {len(chunks) - 1} steps · {n / max(time.perf_counter() - t0, 1e-9):.1f} tokens/s")
 
+    def compiling(message: str) -> None:  # the compiled step builds a graph (decoding.compiled): minutes, said
+        prog.progress(min(1.0, len(run.output) / run.max_new_tokens), text=message + "…")
+
     def keep() -> None:  # also when Stop, a page click or any widget stopped this script run
+        if stepper is not None:
+            stepper.progress = None
         trace = run.trace
         if trace.output_ids:
             dec.res.put(trace, live.stopped_source(trace))
             if trace.stop_reason == "stopped":
                 dec.live.kept.append(f"{METHOD_NAMES[method]} after {live.tokens(len(trace.output_ids))}")
 
+    stepper = getattr(lm, "compiled", None)
+    if stepper is not None:  # one decode holds the model at a time (the lock): this run's bar hears it
+        stepper.progress = compiling
     dec.hold(waiting, lambda: live.drive([run], dec.live, on_step), keep)
     if not chunks and run.output:  # only the prefill's token (max_new_tokens 1, or EOS at once)
         out.markdown(chunks_html([("".join(lm.pieces(list(run.output), ids)), len(run.output))]), unsafe_allow_html=True)
     trace = run.trace
+    built = f"; {trace.compile_seconds:.0f} s compiling the decode step, not counted" if trace.compile_seconds else ""
     prog.progress(1.0, text=f"done: {len(trace.output_ids)} tokens in {trace.n_steps} steps "
-                            f"({trace.tokens_per_step:.2f} tokens/step, {trace.seconds:.1f} s)")
+                            f"({trace.tokens_per_step:.2f} tokens/step, {trace.seconds:.1f} s{built})")
 
 
 # ---- the CLLM page's pair -------------------------------------------------------------------------
@@ -209,6 +219,7 @@ def cost_curve(model_id: str, device: str, dtype: str, kernel: str = "stock", sh
 def measure_cost_curve(expected: tuple[str, str, str, str], made_with: str) -> None:
     """Measure the sidebar's model's step-cost curve now (holding the model lock) and keep it for
     this session; says so when the sidebar's model is not the one ``expected``."""
+    from decoding.perf.costs import curve_kernel
     from decoding.perf.measure import load_or_measure
 
     name = str(st.session_state.model_name).strip()
@@ -217,7 +228,7 @@ def measure_cost_curve(expected: tuple[str, str, str, str], made_with: str) -> N
         return
     with st.spinner(f"Loading {name or 'the bundled model'}…"):
         lm = models.loaded_model(name)
-    if (lm.model_id, str(lm.device), str(lm.dtype), getattr(lm, "kernel", "stock")) != tuple(expected):
+    if (lm.model_id, str(lm.device), str(lm.dtype), curve_kernel(lm)) != tuple(expected):
         st.warning(f"The sidebar's model is {md(lm.model_id)} on {md(str(lm.device))}; this trace was made with "
                    f"{md(made_with)}. Measuring the sidebar's model.")
     bar = st.progress(0.0, text="measuring the step cost…")

@@ -41,7 +41,8 @@ def sidebar() -> bool:
         st.text_input("Model", key="model_name", placeholder="bundled SmolLM2-135M-Instruct",
                       help="Empty: the bundled offline model. Or a Hugging Face model id already in the local "
                            "cache" + (" (a public demo: nothing else)." if public_demo() else ", or a local model folder."))
-        if not public_demo():  # server paths and devices: not for a public demo's visitors
+        if not public_demo():  # server paths, devices and minutes of compiling: not for a public demo's visitors
+            step_control()
             with st.expander("Advanced: split the model (accelerate)"):
                 st.text_input("Device map", key="device_map", placeholder="whole model on one device",
                               help="auto, balanced, sequential, or a JSON {module: device} (0, cuda:1, cpu, disk): "
@@ -53,6 +54,29 @@ def sidebar() -> bool:
         c2.button("Stop", key="stop_button", width="stretch", help="ends a run after its current step")
         gallery_picker()
     return run
+
+
+STEP_LABELS = {"eager": "eager (PyTorch as written)", "compiled": "compiled (torch.compile)"}
+
+
+def step_control() -> None:
+    """The decode step: eager, or compiled over a static KV cache (decoding.compiled), and why a
+    compiled step cannot run here or with a split model."""
+    from decoding.compiled import compile_possible
+
+    st.selectbox("Decode step", list(STEP_LABELS), key="decode_step", format_func=STEP_LABELS.get,
+                 help="compiled: every decode step runs through torch.compile (inductor's C++ code) over a static "
+                      "KV cache, about 1.2-1.3x faster on a CPU (docs/benchmarks.md). Its first run compiles each "
+                      "graph it needs (a fed size over a cache length: tens of seconds each on a small CPU, kept on "
+                      "disk for the next start); that time is shown and left out of the run's timings. "
+                      "Same tokens as eager, up to float rounding.")
+    if st.session_state.get("decode_step") != "compiled":
+        return
+    why = compile_possible()
+    if why is not None:
+        st.caption(f"Not on this machine ({md(why)}): runs use the eager step.")
+    elif model_split()[0]:
+        st.caption("Not with a split model (the device map below): runs use the eager step.")
 
 
 def _show_gallery() -> None:
