@@ -15,6 +15,7 @@ from . import bench, shard
 from .bench import format_table
 from .io import Parser as _Parser
 from .io import UsageError, interleave, read_prompts
+from .kernels import KERNELS
 from .loop import MAX_NEW_TOKENS_CAP, Run, warm_up
 from .methods import REGISTRY, SAMPLING_METHODS, ConfigError
 from .perf import tune
@@ -56,9 +57,11 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
                         "(devices: 0, cuda:1, cpu, disk) or a JSON file (default: the whole model on --device)")
     p.add_argument("--max-memory", default=None, help="with --device-map: the most each device holds, e.g. 0=70GiB,1=70GiB,cpu=200GiB")
     p.add_argument("--offload-folder", default=None, help="with --device-map: where layers mapped to 'disk' are kept")
-    p.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"],
-                   help="the linear layers' product in decoding steps: skinny (W @ x.T, decoding/kernels.py), "
-                        "onednn (skinny for 1-2 tokens, oneDNN's packed product for 3-32), stock (F.linear), "
+    p.add_argument("--kernel", default="auto", choices=list(KERNELS),
+                   help="the linear layers' product in decoding steps: fewrows (a C++ kernel built for this CPU on "
+                        "first use that streams each weight once for 1-16 tokens, decoding/fewrows.py), skinny "
+                        "(W @ x.T, decoding/kernels.py), onednn (skinny for 1-2 tokens, oneDNN's packed product for "
+                        "3-32), stock (F.linear), "
                         "auto: what measures faster on this CPU (kept per machine) [auto]")
     p.add_argument("--step", default="eager", choices=["eager", "compiled"],
                    help="the decode step: compiled runs it through torch.compile over a static KV cache "

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 MAX_ROWS = 32
-KERNELS = ("auto", "onednn", "skinny", "stock")
+KERNELS = ("auto", "fewrows", "onednn", "skinny", "stock")
 ONEDNN_PROBE_ROWS = 8  # the rows "auto" compares oneDNN and the skinny product at (a budget's typical fed size)
 PACK_ROWS = 8  # the row count oneDNN's weight layout is chosen for (it serves every count)
 _mm, _cat, _linear, _grad_enabled = torch.mm, torch.cat, F.linear, torch.is_grad_enabled
@@ -74,6 +74,8 @@ def refresh_packs(model) -> None:
     for m in model.modules():
         if hasattr(m, "_onednn") and m._onednn[1] != m.weight._version:
             pack(m)
+        if hasattr(m, "_fewrows") and m._fewrows[1] != m.weight._version:
+            pack_fewrows(m)
 
 
 def skinny_rows(rows: int) -> bool:
@@ -127,6 +129,42 @@ def onednn_forward(self, x):
     return y.view(x.shape[:-1] + (w.shape[0],))
 
 
+_few: list = []  # the few-row kernel's ops (decoding.fewrows.ops()), once a model uses them
+
+
+def pack_fewrows(lin) -> None:
+    """Pack ``lin``'s weight into the few-row kernel's panels (kept beside it, with its version)."""
+    w = lin.weight.detach()
+    lin._fewrows = (_few[0].pack(w), lin.weight._version)
+
+
+def fewrows_forward(self, x):
+    """nn.Linear.forward for the "fewrows" kernel: 1 to ``fewrows.MAX_ROWS`` rows through the
+    few-row kernel (decoding/fewrows.py: each weight streamed once for all rows, row invariant),
+    anything else (a prefill, gradients, another dtype) as ``F.linear``."""
+    from .fewrows import MAX_ROWS as FEW
+
+    n = x.shape[-1]
+    rows = x.numel() // n if n else 0
+    w = self.weight
+    if not 0 < rows <= FEW or _grad_enabled() or x.dtype != torch.float32 or w.dtype != torch.float32:
+        return _linear(x, w, self.bias)
+    if not torch.compiler.is_compiling() and self._fewrows[1] != w._version:  # changed in place: pack again
+        pack_fewrows(self)
+    y = _few[0].linear(x.reshape(rows, n), self._fewrows[0], self.bias, w.shape[0])
+    return y.view(x.shape[:-1] + (w.shape[0],))
+
+
+def fewrows_ok(progress=None) -> bool:
+    """Whether the few-row kernel runs here (built or loaded now on first call; decoding.fewrows)."""
+    from . import fewrows
+
+    ops = fewrows.ops(progress)
+    if ops is not None and not _few:
+        _few.append(ops)
+    return ops is not None
+
+
 def onednn_gain(model, repeats: int = 5) -> float:
     """Seconds of the skinny product / seconds of oneDNN's packed one, ``ONEDNN_PROBE_ROWS`` rows,
     on the model's largest weight (0 where oneDNN cannot run)."""
@@ -147,6 +185,34 @@ def onednn_gain(model, repeats: int = 5) -> float:
         skinny = _median_seconds(lambda: skinny_forward(probe, x), repeats)
         onednn = _median_seconds(lambda: onednn_forward(probe, x), repeats)
     return skinny / onednn if onednn > 0 else 0.0
+
+
+FEW_GAIN = 1.1  # "auto" takes the few-row kernel where its 1- and 8-row products measure this much faster
+
+
+def fewrows_gain(model, kernel: str, repeats: int = 5, progress=None) -> float:
+    """Seconds of ``kernel``'s products / the few-row kernel's, one row plus ``ONEDNN_PROBE_ROWS``
+    rows (an AR step and a parallel step), on the model's largest weight (0 where the few-row
+    kernel cannot run here)."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if not linears:
+        return 0.0
+    big = max(linears, key=lambda m: m.weight.numel())
+    if big.weight.dtype != torch.float32 or big.weight.device.type != "cpu" or not fewrows_ok(progress):
+        return 0.0
+    base, few = (torch.nn.Linear(big.in_features, big.out_features, bias=False) for _ in range(2))
+    base.weight = few.weight = big.weight
+    pack_fewrows(few)
+    forward = {"skinny": skinny_forward, "onednn": onednn_forward}.get(kernel)
+    if forward is onednn_forward:
+        pack(base)
+    elif forward is None:
+        forward = lambda m, x: _linear(x, m.weight)  # noqa: E731
+    xs = [torch.randn(1, rows, big.in_features) for rows in (1, ONEDNN_PROBE_ROWS)]
+    with torch.inference_mode():
+        t_base = sum(_median_seconds(lambda x=x: forward(base, x), repeats) for x in xs)
+        t_few = sum(_median_seconds(lambda x=x: fewrows_forward(few, x), repeats) for x in xs)
+    return t_base / t_few if t_few > 0 else 0.0
 
 
 def weight_read_seconds(model, repeats: int = 20) -> float:
@@ -246,35 +312,43 @@ def room_for_packing(model) -> bool:
     return need <= avail / 4
 
 
-def auto_choice(model) -> tuple[str, dict]:
-    """The kernel "auto" picks on this machine and why: a skinny or onednn choice kept from an
+def auto_choice(model, progress=None) -> tuple[str, dict]:
+    """The kernel "auto" picks on this machine and why: a choice other than stock kept from an
     earlier measurement stands; otherwise measure now (``skinny_gain`` at one row; where the skinny
-    product wins, ``onednn_gain`` at ``ONEDNN_PROBE_ROWS`` rows, if the packed copy fits in memory)
-    and keep the result when it is not stock, or when the machine was quiet (a stock result
-    measured under load is not kept: the next start measures again)."""
+    product wins, ``onednn_gain`` at ``ONEDNN_PROBE_ROWS`` rows, if the packed copy fits in memory;
+    then ``fewrows_gain`` against that choice, if its packed copy fits) and keep the result when it
+    is not stock, or when the machine was quiet (a stock result measured under load is not kept:
+    the next start measures again)."""
     key = machine_key(model)
     kept = _read_choices().get(key)
-    if kept and kept.get("kernel") in ("skinny", "onednn"):
+    if kept and kept.get("kernel") in KERNELS[1:-1]:
         return kept["kernel"], {**kept, "from": "kept"}
     gain = skinny_gain(model)
     kernel = "skinny" if gain >= GAIN else "stock"
     row = {"kernel": kernel, "gain": round(gain, 3)}
+    room = room_for_packing(model)
     if kernel == "skinny":
-        og = onednn_gain(model) if room_for_packing(model) else 0.0
+        og = onednn_gain(model) if room else 0.0
         row["onednn_gain"] = round(og, 3)
         if og >= GAIN:
             row["kernel"] = "onednn"
+    fg = fewrows_gain(model, row["kernel"], progress=progress) if room else 0.0
+    row["fewrows_gain"] = round(fg, 3)
+    if fg >= FEW_GAIN:
+        row["kernel"] = "fewrows"
     row.update(quiet=_quiet(), measured=time.strftime("%Y-%m-%d %H:%M"))
     if row["kernel"] != "stock" or row["quiet"]:
         _keep_choice(key, row)
     return row["kernel"], {**row, "from": "measured"}
 
 
-def use_skinny(model, kernel: str = "auto") -> str:
+def use_skinny(model, kernel: str = "auto", progress=None) -> str:
     """Make the model's linear layers use the skinny product ("skinny"), oneDNN's packed one past
-    two rows ("onednn": each float32 weight packed now), or leave them ("stock"); "auto": what
-    ``auto_choice`` measures on this CPU (kept per machine). "onednn" where oneDNN cannot pack
-    (no mkldnn, another device) is the skinny kernel. Returns the kernel in use."""
+    two rows ("onednn": each float32 weight packed now), the few-row kernel for decoding steps
+    ("fewrows": each float32 weight packed into its panels now; built on first use, ``progress``
+    says so), or leave them ("stock"); "auto": what ``auto_choice`` measures on this CPU (kept per
+    machine). "onednn" where oneDNN cannot pack (no mkldnn, another device) is the skinny kernel;
+    "fewrows" where its kernel cannot be built is the stock one. Returns the kernel in use."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; use one of {', '.join(KERNELS)}")
     if kernel == "stock":
@@ -284,10 +358,12 @@ def use_skinny(model, kernel: str = "auto") -> str:
     if kernel == "auto":
         if not on_cpu or getattr(model, "hf_device_map", None):
             return "stock"
-        kernel = auto_choice(model)[0]
+        kernel = auto_choice(model, progress)[0]
         if kernel == "stock":
             return "stock"
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if kernel == "fewrows":
+        return _use_fewrows(linears, on_cpu, progress)
     if kernel == "onednn" and on_cpu and onednn_ok():
         try:
             for m in linears:
@@ -301,3 +377,18 @@ def use_skinny(model, kernel: str = "auto") -> str:
         use_onednn = kernel == "onednn" and hasattr(m, "_onednn")
         m.forward = types.MethodType(onednn_forward if use_onednn else skinny_forward, m)
     return kernel
+
+
+def _use_fewrows(linears: list, on_cpu: bool, progress=None) -> str:
+    """The "fewrows" kernel on these layers: "fewrows", or "stock" where it cannot run."""
+    if not on_cpu or not fewrows_ok(progress):
+        return "stock"
+    try:
+        packed = [m for m in linears if m.weight.dtype == torch.float32]
+        for m in packed:
+            pack_fewrows(m)
+    except RuntimeError:
+        return "stock"
+    for m in packed:
+        m.forward = types.MethodType(fewrows_forward, m)
+    return "fewrows"

@@ -36,7 +36,7 @@ class LoadedModel:
     dtype: str
     load_seconds: float = 0.0
     device_map: dict | None = None  # accelerate's placement (module -> device, "disk") when the model is split
-    kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "onednn", "skinny" or "stock"
+    kernel: str = "stock"  # the linear layers' kernel (decoding.kernels): "fewrows", "onednn", "skinny" or "stock"
     step: str = "eager"  # the decode step: "eager" or "compiled" (decoding.compiled)
     compiled: Any = None  # the decoding.compiled.CompiledStep that runs decode steps, when step is "compiled"
 
@@ -188,7 +188,7 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     big-model loading: over several GPUs, the CPU and disk ("auto", or an explicit {module: device});
     inputs go to the first module's device and accelerate's hooks move activations between layers.
     ``kernel``: the linear layers' product for decoding steps (decoding.kernels; "auto": what
-    measures faster on this CPU: onednn, skinny or stock). ``step``: "compiled" runs decode steps
+    measures faster on this CPU: fewrows, onednn, skinny or stock). ``step``: "compiled" runs decode steps
     through torch.compile over a static cache (decoding.compiled), "eager" does not."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -237,7 +237,7 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     model.to(device).eval()
     from .kernels import use_skinny
 
-    used = use_skinny(model, kernel)
+    used = use_skinny(model, kernel, progress)
     return with_step(LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used), step, progress)
 
 
@@ -266,8 +266,8 @@ def _check_options(device: str, dtype: str | None, kernel: str, device_map, offl
         raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     from .kernels import KERNELS
 
-    if kernel not in KERNELS or (kernel in ("skinny", "onednn") and device_map):
-        raise ModelError(f"kernel must be one of {', '.join(KERNELS)} ('skinny' and 'onednn' not with --device-map), got {kernel!r}")
+    if kernel not in KERNELS or (kernel not in ("auto", "stock") and device_map):
+        raise ModelError(f"kernel must be one of {', '.join(KERNELS)} (only auto or stock with --device-map), got {kernel!r}")
     _check_step(step, device_map)
     return dtype
 
@@ -310,7 +310,7 @@ def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, ker
     model_id = f"{folder} (LoRA on {base.model_id})"
     from .kernels import use_skinny
 
-    used = use_skinny(model, kernel)
+    used = use_skinny(model, kernel, progress)
     return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
 
 

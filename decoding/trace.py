@@ -98,7 +98,7 @@ class Trace:
     seconds: Seconds = 0.0  # prefill + all steps
     recorded: Bool = True  # False: the method records were switched off
     version: int = SCHEMA_VERSION
-    kernel: Literal["stock", "skinny", "onednn"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
+    kernel: Literal["stock", "skinny", "onednn", "fewrows"] = "stock"  # the linear layers' kernel the model ran with (decoding.kernels; older traces: stock)
     step: Literal["eager", "compiled"] = "eager"  # the decode step: eager, or compiled over a static cache (decoding.compiled)
     compile_seconds: Elapsed = 0.0  # compiled step: graphs built during this run (first use), left out of seconds
 

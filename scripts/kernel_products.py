@@ -1,8 +1,8 @@
 """The linear layers' products of one decoding step, by kernel and row count (issue 21): every
 ``nn.Linear`` of the bundled model (211 products: 30 layers x 7, and the logits head) multiplied by
-``rows`` token vectors, as ``F.linear`` (stock), ``W @ x.T`` (skinny) and oneDNN's packed product
-(the onednn kernel past two rows); the median of ``--repeats`` passes, beside the time to read the
-weights once. No attention, cache or Python of a step: what decoding/kernels.py chooses between.
+``rows`` token vectors, as ``F.linear`` (stock), ``W @ x.T`` (skinny), oneDNN's packed product
+(the onednn kernel past two rows) and the few-row kernel (decoding/fewrows.py, where it builds);
+the median of ``--repeats`` passes, beside the time to read the weights once. No attention, cache or Python of a step: what decoding/kernels.py chooses between.
 
     python scripts/kernel_products.py [--rows 1,2,3,4,8,16,32,64,128,256] [--repeats 7]
 
@@ -17,7 +17,8 @@ import os
 import torch
 import torch.nn.functional as F
 
-from decoding.kernels import _median_seconds, onednn_forward, onednn_ok, pack, skinny_forward, weight_read_seconds
+from decoding.kernels import (_median_seconds, fewrows_forward, fewrows_ok, onednn_forward, onednn_ok, pack, pack_fewrows,
+                              skinny_forward, weight_read_seconds)
 from decoding.model import load_model
 
 
@@ -36,6 +37,13 @@ def main() -> None:
         for m in linears:
             pack(m)
         kernels["onednn"] = onednn_forward
+    if fewrows_ok(print):
+        for m in linears:
+            pack_fewrows(m)
+        kernels["fewrows"] = fewrows_forward
+    else:
+        from decoding.fewrows import why
+        print(f"the few-row kernel cannot run here: {why()}")
     print(f"{len(linears)} linear layers, torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.2f}; reading the weights once: "
           f"{weight_read_seconds(lm.model) * 1e3:.1f} ms")

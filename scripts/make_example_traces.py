@@ -23,6 +23,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
+from decoding.kernels import KERNELS
 from decoding.model import load_model
 from decoding.loop import Run
 from decoding.methods import REGISTRY
@@ -43,7 +44,7 @@ def main() -> None:
     ap.add_argument("--out", default="assets")
     ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--no-chat", action="store_true")
-    ap.add_argument("--kernel", default="skinny", choices=["auto", "onednn", "skinny", "stock"],
+    ap.add_argument("--kernel", default="skinny", choices=list(KERNELS),
                     help="the linear layers' product (skinny, as every shipped example; auto measures, and on a busy "
                          "machine may pick stock)")
     ap.add_argument("--only", default="", help="comma list of examples to make (default: all)")

@@ -23,12 +23,12 @@ import torch
 from transformers import DynamicCache
 
 from decoding.loop import cache_kw
-from decoding.kernels import weight_read_seconds
+from decoding.kernels import KERNELS, weight_read_seconds
 from decoding.model import load_model
 
 # operator name (substring, lower case) -> group; the first match wins
 GROUPS = (
-    ("linear", ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "aten::bmm", "skinny", "mkl", "onednn")),
+    ("linear", ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "aten::bmm", "skinny", "mkl", "onednn", "fewrows")),
     ("attention", ("scaled_dot_product", "flash_attention", "aten::_softmax", "aten::softmax", "baddbmm")),
     ("norms and rotary", ("rms", "aten::pow", "aten::rsqrt", "aten::mean", "aten::cos", "aten::sin", "rotate",
                           "aten::neg")),
@@ -90,7 +90,7 @@ def profile(lm, context: int, k: int, steps: int) -> tuple[float, dict[str, floa
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"])
+    ap.add_argument("--kernel", default="auto", choices=list(KERNELS))
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--sizes", default="1,4,8")

@@ -24,6 +24,7 @@ import time
 
 from decoding.bench import generate_baseline, parse_methods, variant_params
 from decoding.io import read_prompts
+from decoding.kernels import KERNELS
 from decoding.loop import decode
 from decoding.model import load_model, with_step
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--methods", default="ar,pld:auto,tr:auto,lookahead:auto,suffix:auto")
-    ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"])
+    ap.add_argument("--kernel", default="auto", choices=list(KERNELS))
     a = ap.parse_args(argv)
     methods = parse_methods(a.methods)
     if "ar" not in methods:

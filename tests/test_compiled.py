@@ -61,15 +61,16 @@ def test_no_compiler_means_the_eager_step(monkeypatch):
 @pytest.fixture(scope="module")
 def compiled_models():
     out = {}
-    for key in (("llama", 0), ("qwen2", 1)):
+    for key in (("llama", 0), ("qwen2", 1), ("llama", 2)):
         lm = tiny_lm(*key)
-        lm = dataclasses.replace(lm, kernel=use_skinny(lm.model, KERNEL))
+        kernel = "fewrows" if key == ("llama", 2) else KERNEL  # the few-row kernel's ops inside the graph
+        lm = dataclasses.replace(lm, kernel=use_skinny(lm.model, kernel))
         out[key] = (with_step(lm, "compiled"), tiny_lm(*key))  # (compiled, stock twin)
     return out
 
 
 @can_compile
-@pytest.mark.parametrize("key", [("llama", 0), ("qwen2", 1)], ids=lambda k: f"{k[0]}{k[1]}")
+@pytest.mark.parametrize("key", [("llama", 0), ("qwen2", 1), ("llama", 2)], ids=lambda k: f"{k[0]}{k[1]}")
 @pytest.mark.parametrize("method,params", SETTINGS, ids=lambda x: str(x) if isinstance(x, str) else "-".join(f"{k}{v}" for k, v in x.items()))
 def test_compiled_runs_equal_stock_generate(compiled_models, key, method, params):
     fast, stock = compiled_models[key]
@@ -243,3 +244,32 @@ def test_the_apps_compiled_step(monkeypatch):
         assert next(iter(at.session_state["results"].traces.values())).step == "eager"
     finally:
         models.compiled_model.clear()
+
+
+def test_the_compiled_steps_attention_takes_grouped_heads(monkeypatch):
+    """gqa_sdpa: transformers' sdpa outside a compiled graph (the same bits); inside one, with a
+    mask over grouped KV heads, SDPA's own grouping (the same values, no repeated copy)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    lm, ref = tiny_lm("llama", 0), tiny_lm("llama", 0)
+    C._use_gqa_sdpa(lm.model)
+    assert lm.model.config._attn_implementation == C.GQA_SDPA
+    ids = torch.tensor([_prompt(5, 12)])
+    from transformers import StaticCache
+
+    with torch.inference_mode():
+        assert torch.equal(lm.model(input_ids=ids).logits, ref.model(input_ids=ids).logits)
+        got, want = (m.model(input_ids=ids, use_cache=True, past_key_values=StaticCache(config=m.model.config, max_cache_len=32)).logits
+                     for m in (lm, ref))  # over a static cache: transformers' sdpa masks too
+        assert torch.equal(got, want)
+    attn = lm.model.model.layers[0].self_attn
+    assert attn.num_key_value_groups > 1
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 4, 3, 16), torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 16)
+    mask = torch.zeros(1, 1, 3, 10)
+    mask[..., 8:] = torch.finfo(torch.float32).min
+    want, _ = sdpa_attention_forward(attn, q, k, v, mask, scaling=0.25)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    got, _ = C.gqa_sdpa(attn, q, k, v, mask, scaling=0.25)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -119,6 +119,7 @@ def test_auto_keeps_its_choice_per_machine(tmp_path, monkeypatch):
     gains = []
     monkeypatch.setattr(kernels, "skinny_gain", lambda m, repeats=5: gains.pop(0))
     monkeypatch.setattr(kernels, "onednn_gain", lambda m, repeats=5: 1.0)  # oneDNN no faster: its own test below
+    monkeypatch.setattr(kernels, "fewrows_gain", lambda m, k, repeats=5, progress=None: 1.0)  # tests/test_fewrows.py
     monkeypatch.setattr(kernels, "_quiet", lambda: False)
     gains[:] = [0.9]  # busy machine, stock by noise: not kept
     assert kernels.auto_choice(model)[0] == "stock" and not kernels.choice_file().exists()
@@ -146,6 +147,7 @@ def test_auto_picks_onednn_where_it_measures_faster(tmp_path, monkeypatch):
     monkeypatch.setenv("PDL_CACHE", str(tmp_path))
     monkeypatch.setattr(kernels, "skinny_gain", lambda m, repeats=5: 1.8)
     monkeypatch.setattr(kernels, "onednn_gain", lambda m, repeats=5: 1.6)
+    monkeypatch.setattr(kernels, "fewrows_gain", lambda m, k, repeats=5, progress=None: 1.0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8))
     kernel, why = kernels.auto_choice(model)
     assert kernel == "onednn" and why["onednn_gain"] == 1.6 and why["from"] == "measured"

@@ -76,7 +76,7 @@ class CostCurve:
         if self.device == FLAT:
             return f"a flat step cost (a memory-bound GPU's regime: any step up to {self.ks[-1]} tokens costs one AR step)"
         base, compiled = self.kernel.split("+")[0], self.kernel.endswith("+compiled")
-        kernel = {"skinny": ", skinny matmul", "onednn": ", oneDNN packed matmul"}.get(base, "")
+        kernel = {"skinny": ", skinny matmul", "onednn": ", oneDNN packed matmul", "fewrows": ", few-row kernel"}.get(base, "")
         kernel += ", compiled step" if compiled else ""
         return f"{self.device} ({self.dtype}, {self.threads} thread{'s' if self.threads != 1 else ''}{kernel}), {self.context} cached tokens"
 
