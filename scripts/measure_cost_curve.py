@@ -12,6 +12,7 @@ import argparse
 
 from decoding.perf.costs import DEFAULT_CONTEXT, curve_path
 from decoding.perf.measure import measure_curve
+from decoding.kernels import KERNELS
 from decoding.model import load_model
 
 
@@ -21,7 +22,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--kernel", default="auto", choices=["auto", "onednn", "skinny", "stock"], help="the linear layers' product (decoding/kernels.py)")
+    ap.add_argument("--kernel", default="auto", choices=list(KERNELS), help="the linear layers' product (decoding/kernels.py)")
     ap.add_argument("--step", default="eager", choices=["eager", "compiled"],
                     help="the decode step (decoding/compiled.py; compiled: each fed size up to 64 compiles first)")
     a = ap.parse_args()
