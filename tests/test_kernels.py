@@ -205,9 +205,10 @@ def test_curves_are_found_per_kernel(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PDL_CACHE", str(tmp_path))  # an empty cache folder: only the shipped files
     assets = Path(__file__).resolve().parents[1] / "assets"
-    shipped = (assets / "cost_curve_cpu.json", assets / "cost_curve_cpu-stock.json", assets / "cost_curve_cpu-onednn.json")
+    shipped = (assets / "cost_curve_cpu.json", assets / "cost_curve_cpu-stock.json", assets / "cost_curve_cpu-onednn.json",
+               assets / "cost_curve_cpu-fewrows.json", assets / "cost_curve_cpu-fewrows-compiled.json")
     model = CostCurve.load(shipped[0]).model_id
-    for kernel, i in (("skinny", 0), ("stock", 1), ("onednn", 2)):
+    for kernel, i in (("skinny", 0), ("stock", 1), ("onednn", 2), ("fewrows", 3), ("fewrows+compiled", 4)):
         c, where = find_curve(model, "cpu", "float32", shipped, kernel)
         assert c.kernel == kernel and shipped[i].name in where
     assert find_curve(model, "cpu", "float32", shipped, "other") is None
