@@ -44,6 +44,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .fewrows import MAX_ROWS as FEW_ROWS
+
 MAX_ROWS = 32
 KERNELS = ("auto", "fewrows", "onednn", "skinny", "stock")
 ONEDNN_PROBE_ROWS = 8  # the rows "auto" compares oneDNN and the skinny product at (a budget's typical fed size)
@@ -142,12 +144,10 @@ def fewrows_forward(self, x):
     """nn.Linear.forward for the "fewrows" kernel: 1 to ``fewrows.MAX_ROWS`` rows through the
     few-row kernel (decoding/fewrows.py: each weight streamed once for all rows, row invariant),
     anything else (a prefill, gradients, another dtype) as ``F.linear``."""
-    from .fewrows import MAX_ROWS as FEW
-
     n = x.shape[-1]
     rows = x.numel() // n if n else 0
     w = self.weight
-    if not 0 < rows <= FEW or _grad_enabled() or x.dtype != torch.float32 or w.dtype != torch.float32:
+    if not 0 < rows <= FEW_ROWS or _grad_enabled() or x.dtype != torch.float32 or w.dtype != torch.float32:
         return _linear(x, w, self.bias)
     if not torch.compiler.is_compiling() and self._fewrows[1] != w._version:  # changed in place: pack again
         pack_fewrows(self)
