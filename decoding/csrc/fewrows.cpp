@@ -2,9 +2,11 @@
 //
 // y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for a handful of rows m (one decoding step's fed
 // tokens). Each weight is packed once into panels of PANEL output columns, [ceil(N / PANEL)][K][PANEL],
-// so a product streams every weight exactly once, contiguously, whatever the row count: each panel
-// keeps up to ROWS rows' accumulators in vector registers while its weights go by (software
-// prefetch a few KiB ahead), and the panels are shared among torch's threads.
+// so a product streams every weight exactly once, contiguously, for up to ROWS rows: a sweep over a
+// panel keeps up to WIDE rows' accumulators in vector registers while its weights go by (software
+// prefetch a few KiB ahead; the rows' inputs are broadcast from memory, a load port's work, which
+// leaves both FMA ports of an Intel core to the products), and the panels are shared among torch's
+// threads.
 //
 // Row invariance: a row's result does not depend on the other rows of the product. Each output
 // element is the same chain of fused multiply-adds over k = 0 .. K-1 whether the product has one
@@ -16,18 +18,28 @@
 
 #include <cstring>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+// WIDE: rows one sweep over a panel keeps in registers (NV accumulators each). ROWS: rows one pass
+// over the panels takes; above WIDE each panel is swept once per group of WIDE rows, the later
+// sweeps from L2, so the weights still stream from memory once for up to ROWS rows.
 #if defined(__AVX512F__)
 constexpr int LANES = 16;  // floats per vector register
 constexpr int PANEL = 32;  // output columns per panel: two registers per row
-constexpr int ROWS = 8;    // rows per pass: 16 accumulators of 32 registers
+constexpr int WIDE = 12;   // 24 accumulators of 32 registers
+constexpr int ROWS = 16;
 #elif defined(__AVX__)
 constexpr int LANES = 8;
 constexpr int PANEL = 16;
-constexpr int ROWS = 6;    // 12 accumulators of 16 registers
+constexpr int WIDE = 6;    // 12 accumulators of 16 registers
+constexpr int ROWS = 12;
 #else
 constexpr int LANES = 4;
 constexpr int PANEL = 16;
-constexpr int ROWS = 3;
+constexpr int WIDE = 3;
+constexpr int ROWS = 12;
 #endif
 constexpr int NV = PANEL / LANES;  // vectors per row of a panel
 constexpr int AHEAD = 2048 / (PANEL * 4);  // prefetch distance in k steps (about 2 KiB)
@@ -38,6 +50,18 @@ static inline vec load(const float* p) {
   vec v;
   std::memcpy(&v, p, sizeof v);
   return v;
+}
+
+// *p in every lane, loaded as a broadcast (a load port's work): built from a register, the
+// broadcast is a shuffle, and on Intel's cores the shuffle port is also an FMA port.
+static inline vec broadcast(const float* p) {
+#if defined(__AVX512F__)
+  return (vec)_mm512_broadcastss_ps(_mm_load_ss(p));
+#elif defined(__AVX__)
+  return (vec)_mm256_broadcast_ss(p);
+#else
+  return vec{} + *p;
+#endif
 }
 
 // The panels of W [N, K]: [ceil(N / PANEL), K, PANEL], the last one zero-padded.
@@ -57,8 +81,9 @@ static torch::Tensor pack(const torch::Tensor& weight) {
   return out;
 }
 
+// One panel's columns for M rows: their accumulators in registers while the panel goes by once.
 template <int M>
-static inline void panel(const float* __restrict x, int64_t K, const float* __restrict wp, const float* bias,
+static inline void sweep(const float* __restrict x, int64_t K, const float* __restrict wp, const float* bias,
                          float* __restrict y, int64_t N, int64_t n0) {
   vec acc[M][NV];
   for (int m = 0; m < M; ++m)
@@ -69,7 +94,7 @@ static inline void panel(const float* __restrict x, int64_t K, const float* __re
     vec wv[NV];
     for (int v = 0; v < NV; ++v) wv[v] = load(w + v * LANES);
     for (int m = 0; m < M; ++m) {
-      const vec xv = vec{} + x[m * K + k];
+      const vec xv = broadcast(x + m * K + k);
       for (int v = 0; v < NV; ++v) acc[m][v] += xv * wv[v];
     }
   }
@@ -82,6 +107,20 @@ static inline void panel(const float* __restrict x, int64_t K, const float* __re
       for (int64_t c = 0; c < cols; ++c) out[c] = buf[c] + bias[n0 + c];
     else
       for (int64_t c = 0; c < cols; ++c) out[c] = buf[c];
+  }
+}
+
+// One panel for M rows: one sweep over it (M <= WIDE), or one per group of WIDE rows (the later
+// sweeps read the panel from L2: a panel is a few hundred KiB at most). Either way each output
+// element is the same chain of fused multiply-adds over k.
+template <int M>
+static inline void panel(const float* x, int64_t K, const float* wp, const float* bias, float* y, int64_t N,
+                         int64_t n0) {
+  if constexpr (M <= WIDE) {
+    sweep<M>(x, K, wp, bias, y, N, n0);
+  } else {
+    sweep<WIDE>(x, K, wp, bias, y, N, n0);
+    panel<M - WIDE>(x + WIDE * K, K, wp, bias, y + WIDE * N, N, n0);
   }
 }
 
