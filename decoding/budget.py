@@ -74,6 +74,20 @@ def interpolate(ks: list[int], rel: list[float]) -> Callable[[float], float]:
     return c
 
 
+def padded(prior: Callable[[float], float], sizes: tuple[int, ...]) -> Callable[[float], float]:
+    """The prior of a step whose fed rows are padded up to one of ``sizes`` (a compiled step,
+    decoding/compiled.py): k rows cost what the padded size costs, so the guesses that fill the
+    padding are free, and the budget sees it. Past the largest size, ``prior`` itself (an eager step).
+
+    >>> c = padded(interpolate([1, 8, 16], [1.0, 1.3, 1.6]), (1, 2, 4, 8, 16))
+    >>> round(c(5), 3), round(c(8), 3), round(c(9), 3), round(c(20), 3)
+    (1.3, 1.3, 1.6, 1.75)
+    """
+    def c(k: float) -> float:
+        return prior(next((s for s in sizes if s >= k), k))
+    return c
+
+
 def generic_prior(device_type: str) -> Callable[[float], float]:
     return interpolate(*GENERIC["cpu" if device_type == "cpu" else "accelerator"])
 

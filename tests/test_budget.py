@@ -9,7 +9,7 @@ import random
 import pytest
 
 from decoding.budget import (Acceptance, Budget, DraftTree, StepCosts, choose, generic_prior, interpolate, observe_tree,
-                             paths)
+                             padded, paths)
 from decoding.loop import decode
 from decoding.methods.lookahead import Lookahead
 from decoding.methods import resolve_params
@@ -86,6 +86,25 @@ def test_choose_feeds_everything_on_a_flat_curve_and_little_on_the_cpu():
     assert choose(t, low, flat()).fed >= 1 + 6  # nearly free: still worth feeding the first level
     none = choose(t, low, cpu())
     assert none.fed == 1 and none.nodes == [] and none.expected == 1.0  # here: a plain AR step
+
+
+
+def test_a_padded_step_fills_its_padding_with_guesses():
+    """A compiled step pads its rows to a fixed size: c(5) is c(8), so the budget feeds up to the
+    padded size when the extra guesses add anything, never a size it pays for and leaves empty."""
+    sizes = (1, 2, 4, 8, 16)
+    prior = interpolate([1, 2, 4, 8, 16], [1.0, 1.05, 1.1, 1.25, 1.5])
+    c = padded(prior, sizes)
+    assert [c(k) for k in (1, 3, 4, 5, 8, 9, 16)] == [1.0, 1.1, 1.1, 1.25, 1.25, 1.5, 1.5]
+    assert c(20) == prior(20)  # past the largest size: an eager step, the curve itself
+    t = DraftTree()
+    for i in range(5):
+        t.add([i, 50 + i, 70 + i], "a")
+    acc = Acceptance({"a": 0.1}, deep=0.5)
+    smooth = choose(t, acc, StepCosts(prior, calibrate_first=False))  # thinks 6 rows cost less than 8
+    step = choose(t, acc, StepCosts(c, calibrate_first=False))
+    assert smooth.fed == 6 and step.fed == 8 and step.expected > smooth.expected
+    assert step.expected / c(step.fed) > smooth.expected / c(smooth.fed)  # at what the steps really cost
 
 
 # ---- the lookahead controller ------------------------------------------------------------------

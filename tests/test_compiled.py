@@ -150,6 +150,8 @@ def test_a_compiled_step_has_its_own_cost_curve(tmp_path, monkeypatch):
     assert all(s > 0 for s in c.seconds) and not any(lock.locked() for lock in fast.compiled.locks.values())
     assert cached_curve(fast.model_id, "cpu", "float32", torch.get_num_threads(), "stock") is None  # not the eager one's
     assert "compiled step" in step_costs_for(fast).source and "compiled" not in step_costs_for(eager).source
+    fast_costs = step_costs_for(fast)  # rows are padded to the compiled sizes: 3 cost what 4 cost
+    assert "padded" in fast_costs.source and fast_costs.prior(3) == fast_costs.prior(4) >= fast_costs.prior(2)
     assert decode(fast, _prompt(2, 9), "ar", {}, 6).step == "compiled"  # the curve released its cache
 
 

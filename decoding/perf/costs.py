@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..budget import StepCosts, generic_prior, interpolate
+from ..budget import StepCosts, generic_prior, interpolate, padded
 
 CURVE_VERSION = 1
 DEFAULT_KS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)  # dense where budgets live
@@ -214,5 +214,11 @@ def step_costs_for(lm, threads: int | None = None) -> StepCosts:
             curve, source = got[0], f"shipped ({got[1].name})"
     if curve is None:
         kind = device.split(":")[0]
-        return StepCosts(generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve")
-    return StepCosts(interpolate(curve.ks, curve.relative()), f"{source}: {curve.regime}")
+        prior, source = generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve"
+    else:
+        prior, source = interpolate(curve.ks, curve.relative()), f"{source}: {curve.regime}"
+    if kernel.endswith("+compiled"):  # fed rows padded to the compiled sizes: the padding's guesses are free
+        from ..compiled import FED_SIZES
+
+        prior, source = padded(prior, FED_SIZES), source + ", padded to the compiled sizes"
+    return StepCosts(prior, source)
