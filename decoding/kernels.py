@@ -70,14 +70,18 @@ if _pointwise is not None:
         return x.new_empty((x.shape[0], out_features))
 
 
-def refresh_packs(model) -> None:
+def refresh_packs(model) -> int:
     """Pack again every weight changed in place since it was packed (a compiled step checks this
-    before a run, not inside its graph)."""
+    before a run, not inside its graph); how many it packed."""
+    n = 0
     for m in model.modules():
         if hasattr(m, "_onednn") and m._onednn[1] != m.weight._version:
             pack(m)
+            n += 1
         if hasattr(m, "_fewrows") and m._fewrows[1] != m.weight._version:
             pack_fewrows(m)
+            n += 1
+    return n
 
 
 def skinny_rows(rows: int) -> bool:

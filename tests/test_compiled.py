@@ -83,6 +83,28 @@ def test_compiled_runs_equal_stock_generate(compiled_models, key, method, params
 
 
 @can_compile
+@pytest.mark.parametrize("key", [("llama", 0), ("llama", 2)], ids=lambda k: f"{k[0]}{k[1]}")
+def test_graphs_skip_guards_once_trusted_and_weights_changed_in_place_are_followed(key):
+    """A graph that ran under full guards runs later with only the guards that tell graphs apart;
+    a weight changed in place (repacked by the next run) makes every graph earn that trust again,
+    and the run follows the new weights."""
+    fast = tiny_lm(*key)
+    fast = with_step(dataclasses.replace(fast, kernel=use_skinny(fast.model, "fewrows" if key[1] == 2 else KERNEL)),
+                     "compiled")
+    stock = tiny_lm(*key)
+    prompt = _prompt(3, 10)
+    assert decode(fast, prompt, "ar", {}, 12).output_ids == generate_greedy(stock, prompt, 12)
+    assert (1, 256) in fast.compiled.trusted
+    with torch.no_grad():
+        for m in (fast.model, stock.model):
+            m.model.layers[0].mlp.down_proj.weight.mul_(-3.0)  # in place: the same tensors
+    out = decode(fast, prompt, "ar", {}, 12)
+    assert out.output_ids == generate_greedy(stock, prompt, 12) and out.step == "compiled"
+    if key[1] == 2:  # the few-row kernel's panels were packed again: trust was earned again
+        assert (1, 256) in fast.compiled.trusted
+
+
+@can_compile
 def test_large_steps_and_concurrent_runs_run_eagerly(compiled_models):
     fast, stock = compiled_models[("llama", 0)]
     prompt = _prompt(5, 12)
