@@ -1,35 +1,35 @@
-"""Skinny matrix products for decoding steps on the CPU.
+"""The linear layers' products for decoding steps on the CPU: which kernel, and why.
 
 A decoding step multiplies every weight matrix of the model by a handful of token vectors (1 for
-an AR step, 2-32 for a parallel step). ``torch.nn.functional.linear`` computes ``x @ W.T``; for
-so few rows the BLAS it calls on x86 (MKL) is far from the memory bandwidth these products are
-bound by: on this lab's CPU (2-core AMD EPYC, fp32) the 135M model's linear layers take 45 ms at
-one row (the matrix-vector path) and 72 ms at two, where reading all the weights once takes 17 ms.
-Computed as ``W @ x.T`` with ``x`` contiguous (MKL then streams W once per call), the same layers take
-18 ms at one or two rows, 25 ms at four and 44 ms at eight. One row is fed as two (the row
-twice): the matrix-vector path is the slow one. Past 11 rows MKL's two paths trade places with the
-row count (12-15 rows: F.linear is faster; 16, 24, 32: the skinny one), so ``skinny_rows`` says
-which counts take the skinny path: at most 11, or a multiple of 8 up to ``MAX_ROWS``.
+an AR step, 2-32 for a parallel step); the products are bound by reading the weights from memory,
+so the right kernel streams each weight once for all the rows. ``torch.nn.functional.linear``
+(``x @ W.T``, MKL on x86) does that at one row on some CPUs and not on others, and no library
+product does it for a few rows. The kernels (``KERNELS``), measured per machine:
 
-Past two rows a product that reads each weight once for all rows needs a GEMM kernel built for
-few rows, and MKL's (which dispatches by CPU vendor) is not one on this AMD CPU: its packed GEMM
-(``mkl._mkl_linear``, inductor's fp32 choice) was the slowest of all here. oneDNN's (torch's
-``mkldnn._linear_pointwise`` over a weight reordered once, ``_reorder_linear_weight``: what inductor
-emits for a prepacked linear; oneDNN dispatches by ISA, AVX-512 here) takes the model's linear layers
-at 8 rows in about the time of 2-4 rows of the skinny product. The "onednn" kernel keeps the skinny
-product for one and two rows (where it is the faster) and runs every larger product (decoding steps
-and prefills alike: it was the fastest of the three from 3 to 256 rows) through oneDNN, with each
-weight packed once at load (a second copy of the weights in memory; repacked when the
-weight changes); ``onednn_gain`` measures it against the skinny one at ``ONEDNN_PROBE_ROWS`` rows.
+- "stock": ``F.linear``. On the Intel Xeon (AVX-512) of the later sessions MKL's one-row product
+  is at the memory floor; past one row it reads the weights several times.
+- "skinny": ``W @ x.T`` with ``x`` contiguous for at most 11 rows or a multiple of 8 up to
+  ``MAX_ROWS`` (``skinny_rows``; one row fed as two). On the 2-core AMD EPYC of the first sessions
+  MKL's matrix-vector path took 45 ms for the 135M model's products at one row, 72 at two, where
+  reading the weights once took 17 ms; the skinny product took 18 ms at one or two rows, 25 at four,
+  44 at eight. On the Intel CPU it is the slow one (2.6x).
+- "onednn": the skinny product for one and two rows, oneDNN's packed GEMM past them (torch's
+  ``mkldnn._linear_pointwise`` over a weight reordered once: what inductor emits for a prepacked
+  linear), prefills included; each weight packed once at load (a second copy in memory, repacked
+  when the weight changes); ``onednn_gain`` measures it at ``ONEDNN_PROBE_ROWS`` rows.
+- "fewrows": a small C++ kernel (decoding/fewrows.py, decoding/csrc/fewrows.cpp) built for this CPU
+  on first use: each weight packed once into column panels, streamed once for 1-16 rows with their
+  accumulators in registers, row invariant (each row's result is the one-row product's, bit for
+  bit); more rows, gradients and other dtypes go to ``F.linear``. ``fewrows_gain`` measures it.
 
-``use_skinny(model)`` measures both ways on the model's largest weight matrix and, where the
-skinny one is faster, makes every ``nn.Linear`` of the model use it (the choice is kept per machine in
-the cache folder, ``choice_file``: a measurement on a busy machine, which can pick the stock kernel
-by noise, does not overrule one made on a quiet one) for the row counts
-``skinny_rows`` names, under ``torch.inference_mode``/``no_grad`` (a prefill of more than
-``MAX_ROWS`` tokens and training keep ``F.linear``). Every forward of the lab goes through it, plain AR steps too, so a speedup over
-AR is never a speedup over a slowed-down AR. Results differ from ``F.linear`` by float rounding
-only (another summation order), like any change of kernel.
+``use_skinny(model, kernel)`` installs one of them on every ``nn.Linear`` of the model; "auto"
+(``auto_choice``) measures on the model's largest weight and keeps the choice per machine in the
+cache folder (``choice_file``: a measurement on a busy machine, which can pick the stock kernel by
+noise, does not overrule one made on a quiet one). The kernels apply under
+``torch.inference_mode``/``no_grad`` (training keeps ``F.linear``). Every forward of the lab goes
+through the model's kernel, plain AR steps too, so a speedup over AR is never a speedup over a
+slowed-down AR. Results differ from ``F.linear`` by float rounding only (another summation order),
+like any change of kernel.
 """
 
 from __future__ import annotations
