@@ -147,8 +147,8 @@ class StepCosts:
         return min(max(statistics.median(ratios), 0.5), 3.0) if ratios else 1.0
 
     def cost(self, k: int) -> float:
-        """c(k) relative to a one-token step (k <= 1: 1.0); kept until the next observation (``choose``
-        asks for every prefix of a tree, tens of times a step)."""
+        """c(k) relative to a one-token step (k <= 1: 1.0); kept until the next observation (a
+        budget with a head weighs the same sizes twice a step, with and without it)."""
         if k <= 1:
             return 1.0
         got = self._memo.get(("cost", k))
