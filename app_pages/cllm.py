@@ -63,7 +63,10 @@ def run_label(r: dict) -> str:
     """A run's name, its recipe (the settings it changed) and the run it started from."""
     recipe = ", ".join(f"{k} {v}" for k, v in r["recipe"].items())
     what = "recipe A (the manifest's settings)" if r["run"] == "run" else (recipe or "the manifest's settings")
-    return f"{r['run']}: {what}" + (f", continuing {r['from']}" if r["from"] else "")
+    last = r.get("last") or {}
+    latest = (f" ({last['jacobi_tokens_per_step']:.3f} tokens/step at {last.get('items_seen', 0):,} items)"
+              if "jacobi_tokens_per_step" in last else "")
+    return f"{r['run']}: {what}" + (f", continuing {r['from']}" if r["from"] else "") + latest
 
 
 def campaign_curve_rows(run: str = "run") -> list[dict]:
@@ -164,8 +167,9 @@ runs = campaign_runs()
 chosen = "run"
 if len(runs) > 1:
     labels = {run_label(r): r["run"] for r in runs}
-    chosen = labels[st.selectbox("Training run (recipes are compared on the same shards)", list(labels),
-                                 key="cllm_campaign_run")]
+    furthest = max(range(len(runs)), key=lambda i: (runs[i]["last"].get("items_seen", 0), -i))
+    chosen = labels[st.selectbox("Training run (recipes are compared on the same shards; the furthest trained first)",
+                                 list(labels), index=furthest, key="cllm_campaign_run")]
 curve = campaign_curve_rows(chosen)
 ui.chart(vc.campaign_curve, curve, key="cllm_campaign")
 if curve:

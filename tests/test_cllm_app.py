@@ -292,10 +292,14 @@ def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
     at = fresh()
     assert not at.exception, [e.value for e in at.exception]
     sb = at.selectbox(key="cllm_campaign_run")
-    assert sb.options == ["run: recipe A (the manifest's settings)", "run-a2: epochs 2, decay_steps 1187, continuing run"]
-    assert any("384 items trained" in c.value for c in at.caption)
-    sb.select(sb.options[1]).run()
-    assert not at.exception
+    assert sb.options == ["run: recipe A (the manifest's settings) (1.150 tokens/step at 384 items)",
+                          "run-a2: epochs 2, decay_steps 1187, continuing run (1.410 tokens/step at 4,096 items)"]
+    assert sb.value == sb.options[1]  # the furthest trained run opens
     assert any("4,096 items trained" in c.value and "1.410" in c.value for c in at.caption)
     title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
     assert "4,096 items" in title
+    sb.select(sb.options[0]).run()
+    assert not at.exception
+    assert any("384 items trained" in c.value for c in at.caption)
+    title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
+    assert "384 items" in title
