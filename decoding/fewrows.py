@@ -35,7 +35,7 @@ import torch
 SOURCE = Path(__file__).parent / "csrc" / "fewrows.cpp"
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fopenmp")
 NAMESPACE = "pdl_fewrows"
-MAX_ROWS = 16  # the row counts the kernel takes (decoding steps); more (a prefill) go to F.linear
+MAX_ROWS = 32  # the row counts the kernel takes (decoding steps); more (a prefill) go to F.linear
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}  # namespace -> torch.ops namespace, or the exception that stopped it

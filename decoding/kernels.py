@@ -18,7 +18,7 @@ product does it for a few rows. The kernels (``KERNELS``), measured per machine:
   linear), prefills included; each weight packed once at load (a second copy in memory, repacked
   when the weight changes); ``onednn_gain`` measures it at ``ONEDNN_PROBE_ROWS`` rows.
 - "fewrows": a small C++ kernel (decoding/fewrows.py, decoding/csrc/fewrows.cpp) built for this CPU
-  on first use: each weight packed once into column panels, streamed once for 1-16 rows with their
+  on first use: each weight packed once into column panels, streamed once for 1-32 rows with their
   accumulators in registers, row invariant (each row's result is the one-row product's, bit for
   bit); more rows, gradients and other dtypes go to ``F.linear``. ``fewrows_gain`` measures it.
 

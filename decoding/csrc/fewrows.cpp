@@ -10,7 +10,7 @@
 //
 // Row invariance: a row's result does not depend on the other rows of the product. Each output
 // element is the same chain of fused multiply-adds over k = 0 .. K-1 whether the product has one
-// row or sixteen, so a step that feeds eight tokens computes each token's products bit for bit as
+// row or thirty-two, so a step that feeds eight tokens computes each token's products bit for bit as
 // an AR step would (tests/test_fewrows.py checks it).
 
 #include <torch/extension.h>
@@ -29,12 +29,12 @@
 constexpr int LANES = 16;  // floats per vector register
 constexpr int PANEL = 32;  // output columns per panel: two registers per row
 constexpr int WIDE = 12;   // 24 accumulators of 32 registers
-constexpr int ROWS = 16;
+constexpr int ROWS = 32;
 #elif defined(__AVX__)
 constexpr int LANES = 8;
 constexpr int PANEL = 16;
 constexpr int WIDE = 6;    // 12 accumulators of 16 registers
-constexpr int ROWS = 12;
+constexpr int ROWS = 24;
 #else
 constexpr int LANES = 4;
 constexpr int PANEL = 16;
