@@ -59,7 +59,7 @@ def _add_model_args(p: argparse.ArgumentParser, max_new_tokens: int = 128) -> No
     p.add_argument("--offload-folder", default=None, help="with --device-map: where layers mapped to 'disk' are kept")
     p.add_argument("--kernel", default="auto", choices=list(KERNELS),
                    help="the linear layers' product in decoding steps: fewrows (a C++ kernel built for this CPU on "
-                        "first use that streams each weight once for 1-16 tokens, decoding/fewrows.py), skinny "
+                        "first use that streams each weight once for 1-32 tokens, decoding/fewrows.py), skinny "
                         "(W @ x.T, decoding/kernels.py), onednn (skinny for 1-2 tokens, oneDNN's packed product for "
                         "3-32), stock (F.linear), "
                         "auto: what measures faster on this CPU (kept per machine) [auto]")
