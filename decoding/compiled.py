@@ -232,8 +232,11 @@ class CompiledStep:
             self.progress(f"compiling the decode step for {size} fed tokens over a {length}-token cache "
                           "(once per start; inductor keeps its code on disk)")
         if key in self.trusted and torch.is_inference_mode_enabled():
-            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
-                return self.fn(*args)[0, :q]
+            try:
+                with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+                    return self.fn(*args)[0, :q]
+            except Exception:  # noqa: BLE001 (full guards below decide, and fall back to eager if it fails again)
+                self.trusted.discard(key)
         t = time.perf_counter()
         held = int(cache.get_seq_length())
         try:
