@@ -147,16 +147,9 @@ class StepCosts:
         return min(max(statistics.median(ratios), 0.5), 3.0) if ratios else 1.0
 
     def cost(self, k: int) -> float:
-        """c(k) relative to a one-token step (k <= 1: 1.0); kept until the next observation (a
-        budget with a head weighs the same sizes twice a step, with and without it)."""
+        """c(k) relative to a one-token step (k <= 1: 1.0)."""
         if k <= 1:
             return 1.0
-        got = self._memo.get(("cost", k))
-        if got is None:
-            got = self._memo[("cost", k)] = self._cost(k)
-        return got
-
-    def _cost(self, k: int) -> float:
         t1 = self.t1()
         m = self._median(bucket(k)) if t1 is not None else None
         if m:  # measured in this run: the bucket's median, scaled within the bucket by the curve's shape
