@@ -73,9 +73,16 @@ def build_parser() -> Parser:
     _model_args(e)
     e.add_argument("--cllm", required=True, help="CLLM folder (LoRA adapter or full model)")
     e.add_argument("--split", default="", help="label written in each row (e.g. in-domain, out-of-domain)")
-    e.add_argument("--out", help="append one JSON line per prompt here")
+    e.add_argument("--out", help="append one JSON line per prompt here (prompts already in it, with the same --split, "
+                   "are not run again: a cut run resumes)")
     e.add_argument("--results", default="", help="comma list of result files to summarise instead of running")
     e.add_argument("--n-small", type=int, default=0, help="also Jacobi tokens/step at this smaller block size (0: off)")
+    e.add_argument("--auto", action="store_true", help="also Jacobi with the cost-aware block (budget=auto, --n the "
+                   "upper bound) on both models: the CLLM's tokens/s against the base's AR")
+    e.add_argument("--kernel", default="auto", help="the linear layers' product of both models (decoding.kernels; "
+                   "default auto: what measures fastest here)")
+    e.add_argument("--step", default="eager", choices=["eager", "compiled"], help="decode steps eager or compiled "
+                   "(torch.compile over a static cache)")
     q = sub.add_parser("pair", help="decode one prompt with Jacobi by the base and by the CLLM; save both traces (the app's CLLM page)")
     _prompt_args(q)
     _model_args(q)
@@ -236,15 +243,23 @@ def cmd_eval(a) -> int:
     rows = _rows(a)
     for r in rows:
         r["split"] = a.split
-    _threads()
-    base = load_model(a.model, a.device, a.dtype, progress=_say)
-    cllm = load_model(a.cllm, a.device, a.dtype, progress=_say)
-    out = open(a.out, "a", encoding="utf-8") if a.out else None
-    try:
-        res = evaluate(base, cllm, rows, a.n, a.max_new_tokens, a.chat, a.seed, out=out, n_small=a.n_small)
-    finally:
-        if out:
-            out.close()
+    done = _results(a.out) if a.out and os.path.isfile(a.out) else []
+    seen = {(str(r["id"]), r.get("split", "")) for r in done}
+    todo = [r for r in rows if (str(r["id"]), r["split"]) not in seen]
+    if len(todo) < len(rows):
+        _say(f"{a.out} already holds {len(rows) - len(todo)} of these prompts: {len(todo)} left")
+    res = [r for r in done if (str(r["id"]), r.get("split", "")) in {(str(x["id"]), x["split"]) for x in rows}]
+    if todo:
+        _threads()
+        base = load_model(a.model, a.device, a.dtype, progress=_say, kernel=a.kernel, step=a.step)
+        cllm = load_model(a.cllm, a.device, a.dtype, progress=_say, kernel=a.kernel, step=a.step)
+        out = open(a.out, "a", encoding="utf-8") if a.out else None
+        try:
+            res += evaluate(base, cllm, todo, a.n, a.max_new_tokens, a.chat, a.seed, out=out, n_small=a.n_small,
+                            auto=a.auto)
+        finally:
+            if out:
+                out.close()
     print(report(res))
     return 0
 

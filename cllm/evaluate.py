@@ -55,10 +55,13 @@ def degenerate(ids: list[int], share: float = DEGENERATE_SHARE, max_period: int 
     return repeated_share(ids, max_period) > share
 
 
-def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: int = 0) -> tuple[list[int], dict[str, Any]]:
+def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: int = 0,
+          auto: bool = False) -> tuple[list[int], dict[str, Any]]:
     """One model's greedy AR answer and its Jacobi vs AR numbers on one prompt. The Jacobi run is
     recorded (its per-block counts come from the record: ``jacobi_counts``, CLLM's definitions);
-    its wall time includes that recording (a few small lists per iteration)."""
+    its wall time includes that recording (a few small lists per iteration). ``auto``: also Jacobi
+    with the cost-aware block (``budget="auto"``, n the upper bound), not recorded: its wall time,
+    tokens/step and whether its output is the AR answer."""
     from decoding.analysis import jacobi_counts
 
     ar = decode(lm, ids, "ar", {}, max_new_tokens, record=False)
@@ -78,18 +81,28 @@ def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: i
         js = decode(lm, ids, "jacobi", {"n": n_small, "seed": seed}, max_new_tokens, record=False)
         out.update({"n_small": n_small, "jacobi_tokens_per_step_small": js.tokens_per_step,
                     "jacobi_steps_small": js.n_steps})
+    if auto:
+        ja = decode(lm, ids, "jacobi", {"n": n, "seed": seed, "budget": "auto"}, max_new_tokens, record=False)
+        out.update({"auto_seconds": ja.seconds, "auto_tokens_per_step": ja.tokens_per_step, "auto_steps": ja.n_steps,
+                    "auto_exact": ja.output_ids == ar.output_ids})
     return ar.output_ids, out
 
 
-def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: int = 0, n_small: int = 0) -> dict[str, Any]:
-    """The result row of one prompt row ``r`` (see ``evaluate``)."""
+def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: int = 0, n_small: int = 0,
+            auto: bool = False) -> dict[str, Any]:
+    """The result row of one prompt row ``r`` (see ``evaluate``). With ``auto``, ``auto_vs_base_ar``:
+    the CLLM's cost-aware Jacobi tokens/s over the base's AR tokens/s (issue 20's payoff on a CPU)."""
     ids = base.encode(r["prompt"], chat=chat)
     row: dict[str, Any] = {"id": r["id"], "category": r["category"], "split": r.get("split", ""), "prompt_tokens": len(ids),
                            "n": n}
     outs = {}
     for name, lm in (("base", base), ("cllm", cllm)):
-        outs[name], row[name] = _side(lm, ids, n, max_new_tokens, seed, n_small)
+        outs[name], row[name] = _side(lm, ids, n, max_new_tokens, seed, n_small, auto)
     b, c = outs["base"], outs["cllm"]
+    if auto:
+        rate = lambda side, k: side["tokens"] / side[k] if side[k] > 0 else 0.0
+        base_ar = rate(row["base"], "ar_seconds")
+        row["auto_vs_base_ar"] = rate(row["cllm"], "auto_seconds") / base_ar if base_ar else 0.0
     row.update(drift(b, c))
     row["base_nll_base"], row["n_base"] = answer_nll(base, ids, b)
     row["base_nll_cllm"], row["n_cllm"] = answer_nll(base, ids, c)
@@ -154,18 +167,19 @@ class CurveEval:
 
 
 def evaluate(base, cllm, rows: list[dict], n: int, max_new_tokens: int, chat: bool, seed: int = 0,
-             progress: bool = True, out=None, n_small: int = 0) -> list[dict]:
+             progress: bool = True, out=None, n_small: int = 0, auto: bool = False) -> list[dict]:
     """Per prompt: Jacobi tokens/step of base and CLLM (and at ``n_small``), AR and Jacobi wall time
     of both, their exactness (Jacobi == AR), per-block iterations, fast-forwarded and stationary
     counts (``decoding.analysis.jacobi_counts``), degenerate answers (``degenerate``), drift of the
-    CLLM's greedy answer from the base's, and the base's NLL of both answers."""
+    CLLM's greedy answer from the base's, the base's NLL of both answers and (``auto``) the
+    cost-aware Jacobi of both against the base's AR."""
     from tqdm import tqdm
 
     for lm in (base, cllm):
         warm_up(lm, chat)
     res = []
     for r in tqdm(rows, desc="eval", unit="prompt", file=sys.stderr, disable=not progress):
-        row = compare(base, cllm, r, n, max_new_tokens, chat, seed, n_small)
+        row = compare(base, cllm, r, n, max_new_tokens, chat, seed, n_small, auto)
         res.append(row)
         if out:
             out.write(json.dumps(row) + "\n")
@@ -215,7 +229,27 @@ def report(results: list[dict]) -> str:
                 st = lambda k: sum(r[k]["jacobi_tokens_per_step_small"] * r[k]["jacobi_steps_small"] for r in rs) / max(1, sum(r[k]["jacobi_steps_small"] for r in rs))
                 line += f" {st('base'):.3f} / {st('cllm'):.3f} (n = {rs[0]['base']['n_small']}) |"
             lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + _auto_table(groups))
+
+
+def _auto_table(groups: dict[str, list[dict]]) -> list[str]:
+    """The cost-aware Jacobi's lines of ``report`` (rows evaluated with ``auto``), or none."""
+    import statistics
+
+    groups = {g: rs for g, rs in groups.items() if all("auto_vs_base_ar" in r for r in rs)}
+    if not groups:
+        return []
+    head = ("| split | prompts | CLLM budget=auto Jacobi vs base AR, tokens/s (median) | vs the CLLM's AR (median) | "
+            "base budget=auto Jacobi vs base AR (median) | tokens/step budget=auto (base / CLLM) | exact |")
+    lines = ["", head, "|" + "---|" * (head.count("|") - 1)]
+    for g, rs in groups.items():
+        med = lambda f: statistics.median(f(r) for r in rs)
+        own = lambda k: lambda r: r[k]["ar_seconds"] / r[k]["auto_seconds"] if r[k]["auto_seconds"] > 0 else 0.0
+        tps = lambda k: sum(r[k]["auto_tokens_per_step"] * r[k]["auto_steps"] for r in rs) / max(1, sum(r[k]["auto_steps"] for r in rs))
+        exact = all(r[k]["auto_exact"] for r in rs for k in ("base", "cllm"))
+        lines.append(f"| {g} | {len(rs)} | {med(lambda r: r['auto_vs_base_ar']):.2f}x | {med(own('cllm')):.2f}x | "
+                     f"{med(own('base')):.2f}x | {tps('base'):.3f} / {tps('cllm'):.3f} | {'yes' if exact else 'NO'} |")
+    return lines
 
 
 def pair(r: dict, models: dict[str, str | None], out_dir: str, n: int, max_new_tokens: int, chat: bool = False,

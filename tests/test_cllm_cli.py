@@ -101,6 +101,40 @@ def test_eval_writes_one_true_row_per_prompt(tmp_path, prompts, models, loads, c
     assert loads == [None, "my-cllm"]
 
 
+def test_eval_auto_measures_the_cost_aware_jacobi_and_a_cut_run_resumes(tmp_path, prompts, models, loads, capsys):
+    out = tmp_path / "eval.jsonl"
+    args = ["eval", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "math", "--n", "6",
+            "--max-new-tokens", "14", "--split", "s", "--out", str(out), "--auto"]
+    out.write_text("")
+    assert cllm.main(args[:-1] + ["--per-category", "1"]) == 0  # a first run, cut after one prompt (no --auto)
+    assert "auto_seconds" not in json.loads(out.read_text())["base"]
+    capsys.readouterr()
+    assert cllm.main(args) == 0  # the second run does only the prompt left
+    assert "1 of these prompts: 1 left" in capsys.readouterr().err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["0", "1"]
+    r = rows[1]
+    for name in ("base", "cllm"):
+        side, lm = r[name], models[None if name == "base" else "my-cllm"]
+        auto = decode(lm, lm.encode(PROMPTS[1][2]), "jacobi", {"n": 6, "seed": 0, "budget": "auto"}, 14)
+        assert side["auto_exact"] is True and side["auto_steps"] == auto.n_steps
+        assert side["auto_tokens_per_step"] == pytest.approx(auto.tokens_per_step)
+    want = (r["cllm"]["tokens"] / r["cllm"]["auto_seconds"]) / (r["base"]["tokens"] / r["base"]["ar_seconds"])
+    assert r["auto_vs_base_ar"] == pytest.approx(want)
+    # the summary holds the auto table only when every row of a split has the auto figures
+    assert "budget=auto Jacobi vs base AR" not in capsys.readouterr().out
+    with out.open("a") as f:
+        f.write(json.dumps(dict(rows[0], split="t", **{"auto_vs_base_ar": 1.0, "base": dict(r["base"]), "cllm": dict(r["cllm"])})) + "\n")
+    assert cllm.main(["eval", "--prompts", prompts, "--cllm", "x", "--results", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    i = next(k for k, line in enumerate(table) if "budget=auto Jacobi vs base AR" in line)
+    assert [line.split(" | ")[0] for line in table[i + 2:]] == ["| t"]
+    # run again: every prompt is in the file, nothing is loaded or decoded
+    asked = len(loads)
+    assert cllm.main(args) == 0 and len(loads) == asked
+    assert len(out.read_text().splitlines()) == 3
+
+
 def test_pair_writes_the_two_traces_of_the_page(tmp_path, prompts, models, loads):
     code = cllm.main(["pair", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "qa", "--n", "5",
                       "--max-new-tokens", "12", "--seed", "2", "--out-dir", str(tmp_path)])
