@@ -529,8 +529,6 @@ class Trainer:
         """The state (atomically), the portable checkpoint and the loadable adapter."""
         import torch
 
-        from .train import save_model
-
         opt = self.opt.state_dict()
         small = {"state": {i: {k: (v.to(torch.bfloat16) if torch.is_tensor(v) and v.dim() else v) for k, v in st.items()}
                            for i, st in opt["state"].items()}, "param_groups": opt["param_groups"]}
@@ -543,9 +541,23 @@ class Trainer:
                    p.with_suffix(".tmp"))
         os.replace(p.with_suffix(".tmp"), p)
         self._save_portable()
-        save_model(self.model, self.lm.tokenizer, str(self.c.run_dir / "adapter"), self.c.model, True,
-                   {"base": self.c.model, "campaign": str(self.c.root), "step": self.step, "items_seen": self.items_seen,
-                    "train_seconds": round(self.seconds, 1), "settings": asdict(self.st)})
+        self.write_adapter(self.c.run_dir / "adapter")
+
+    def write_adapter(self, folder: Path) -> None:
+        """The loadable adapter (fp16 LoRA weights, ``save_model``) with its cllm.json: the campaign,
+        run, recipe, position and settings, and the keys a ``cllm train`` folder has (items, steps,
+        lr, ar_weight, local, lora_r, train_seconds) so that the CLLM page lists them alike."""
+        from .train import save_model
+
+        st = self.st
+        recipe = {k: getattr(st, k) for k in TRAIN_KEYS
+                  if self.c.manifest_settings is not None and getattr(st, k) != getattr(self.c.manifest_settings, k)}
+        save_model(self.model, self.lm.tokenizer, str(folder), self.c.model, True,
+                   {"base": self.c.model, "campaign": str(self.c.root), "run": self.c.run, "recipe": recipe,
+                    "step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1),
+                    "items": self.items_seen, "steps": self.step, "lr": st.lr, "ar_weight": st.w_ar, "local": 0.0,
+                    "lora_r": st.lora_r, "device": "cpu", "weights_from": self.resumed_from or "this process",
+                    "settings": asdict(st)})
 
     def _items_of(self, k: int) -> list[dict]:
         if self._shard is None or self._shard[0] != (self.epoch, k):
@@ -620,7 +632,8 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
     """Start the run ``c.run`` from run ``source``'s saved state (its weights, AdamW moments, data
     position, metrics and learning curve, copied), so that a recipe that changes how training goes
     on (``epochs``, ``decay_steps``, lr, w_ar ...) continues a run without repeating its steps; the
-    LoRA shape (SHAPE_KEYS) must be the same. True when it copied; False when the run already
+    LoRA shape (SHAPE_KEYS) must be the same, or a larger rank at the same scale (``_growable``:
+    the adapter grows, its output unchanged at the start). True when it copied; False when the run already
     started from ``source`` (it resumes its own state); UsageError for anything else."""
     import torch
 
@@ -638,23 +651,81 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
     if state is None and meta is None:
         raise UsageError(f"run {source} has no saved state ({state_p} or {meta_p})")
     saved = (state or meta)["config"]
+    r_old, r_new = saved.get("lora_r"), c.settings.lora_r
+    grow = _growable(saved, c.settings)
     bad = {k: (saved.get(k), getattr(c.settings, k)) for k in SHAPE_KEYS if saved.get(k) != getattr(c.settings, k)}
-    if bad:
-        raise UsageError(f"run {source} has another LoRA shape: " + ", ".join(f"{k} {a} (this recipe {b})" for k, (a, b) in bad.items()))
+    if bad and not grow:
+        raise UsageError(f"run {source} has another LoRA shape: " + ", ".join(f"{k} {a} (this recipe {b})" for k, (a, b) in bad.items())
+                         + " (a larger rank with the same lora_alpha / lora_r continues it: the new rank's part starts at zero)")
     config = {k: getattr(c.settings, k) for k in TRAIN_KEYS}
     (dst / PORTABLE).mkdir(parents=True, exist_ok=True)
     if state is not None:
+        if grow:
+            state = _grow_state(state, r_old, r_new, c.settings.seed)
         torch.save({**state, "config": config}, dst / "state.pt")
     if meta is not None:
-        (dst / PORTABLE / PORTABLE_WEIGHTS).write_bytes((src / PORTABLE / PORTABLE_WEIGHTS).read_bytes())
+        raw = (src / PORTABLE / PORTABLE_WEIGHTS).read_bytes()
+        (dst / PORTABLE / PORTABLE_WEIGHTS).write_bytes(_grow_portable(raw, r_old, r_new, c.settings.seed) if grow else raw)
         (dst / PORTABLE / "state.json").write_text(json.dumps({**meta, "config": config}), encoding="utf-8")
     for name in ("metrics.jsonl", "curve.jsonl"):
         if (src / name).is_file():
             (dst / name).write_bytes((src / name).read_bytes())
     step = (state or meta)["step"]
-    origin.write_text(json.dumps({"from": source, "step": step, "items_seen": (state or meta)["items_seen"]}) + "\n")
+    origin.write_text(json.dumps({"from": source, "step": step, "items_seen": (state or meta)["items_seen"],
+                                  **({"lora_r_from": r_old} if grow else {})}) + "\n")
     say(f"run {c.run} starts from run {source} at step {step}")
     return True
+
+
+def _growable(saved: dict, st: Settings) -> bool:
+    """Whether a run saved with LoRA shape ``saved`` can go on at ``st``'s larger rank unchanged: the
+    same lora_alpha / lora_r (the update's scale), so that the grown adapter starts as the saved one."""
+    r, a = saved.get("lora_r"), saved.get("lora_alpha")
+    return isinstance(r, int) and isinstance(a, int) and st.lora_r > r and a * st.lora_r == st.lora_alpha * r
+
+
+def _grow(name: str, v, r_old: int, r_new: int, gen=None):
+    """A LoRA tensor grown from rank r_old to r_new: A [r, in] gets new rows drawn as peft draws A
+    (kaiming-uniform: +-1/sqrt(in); zeros without ``gen``: AdamW's moments), B [out, r] new columns
+    of zeros, so B @ A is unchanged and the new rank's part starts at zero but learns (its A is not
+    zero). Other tensors unchanged."""
+    import torch
+
+    if "lora_A" in name and v.dim() == 2 and v.shape[0] == r_old:
+        extra = v.new_zeros(r_new - r_old, v.shape[1])
+        if gen is not None:
+            bound = 1 / math.sqrt(v.shape[1])
+            extra = ((torch.rand(r_new - r_old, v.shape[1], generator=gen) * 2 - 1) * bound).to(v.dtype)
+        return torch.cat([v, extra])
+    if "lora_B" in name and v.dim() == 2 and v.shape[1] == r_old:
+        return torch.cat([v, v.new_zeros(v.shape[0], r_new - r_old)], 1)
+    return v
+
+
+def _grow_state(state: dict, r_old: int, r_new: int, seed: int) -> dict:
+    """state.pt grown to rank r_new (``_grow``); AdamW's moments of the new entries start at zero."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    names = list(state["params"])
+    params = {k: _grow(k, v, r_old, r_new, gen) for k, v in state["params"].items()}
+    opt = {"state": {}, "param_groups": state["opt"]["param_groups"]}
+    for i, st in state["opt"]["state"].items():
+        opt["state"][i] = {k: _grow(names[i], v, r_old, r_new) if torch.is_tensor(v) else v for k, v in st.items()}
+    return {**state, "params": params, "opt": opt}
+
+
+def _grow_portable(raw: bytes, r_old: int, r_new: int, seed: int) -> bytes:
+    """The committed int8 checkpoint grown to rank r_new (dequantized, ``_grow``, quantized again)."""
+    import torch
+    from safetensors.torch import load, save
+
+    w = load(gzip.decompress(raw))
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for k in [k for k in w if not k.endswith(SCALE)]:
+        out[k], out[k + SCALE] = quantize_rows(_grow(k, dequantize_rows(w[k], w[k + SCALE]), r_old, r_new, gen))
+    return gzip.compress(save(out), mtime=0)
 
 
 def _metrics_upto(run_dir: Path, step: int) -> None:
@@ -676,6 +747,29 @@ def _trainer(c: Campaign, base, say):
     lm = LoadedModel(tr.model, base.tokenizer, base.model_id, base.device, base.dtype,
                      kernel=getattr(base, "kernel", "stock"))
     return tr, lm
+
+
+def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None) -> dict[str, Any]:
+    """Write run ``run_name``'s saved weights as a loadable adapter folder ``out`` (what ``cllm eval``,
+    ``cllm pair`` and the app load; ``assets/cllm/adapter`` ships one) with the run's metrics.jsonl
+    (the training losses the CLLM page draws) and curve.jsonl. From the exact state (state.pt) where
+    this machine has it, else from the committed int8 checkpoint; cllm.json says which. Trains nothing. Returns the adapter's cllm.json."""
+    import shutil
+
+    c = open_campaign(root)
+    if run_name != RUN:
+        c = use_recipe(c, run_name)
+    if not (c.run_dir / "state.pt").is_file() and not (c.run_dir / PORTABLE / "state.json").is_file():
+        raise UsageError(f"run {c.run} has no saved state in {c.run_dir} (train it first: campaign run --run {c.run})")
+    tr, _ = _trainer(c, base, say)
+    dest = Path(out)
+    tr.write_adapter(dest)
+    for name in ("metrics.jsonl", "curve.jsonl"):
+        if (c.run_dir / name).is_file():
+            shutil.copyfile(c.run_dir / name, dest / name)
+    meta = json.loads((dest / "cllm.json").read_text(encoding="utf-8"))
+    say(f"run {c.run} at step {tr.step} ({tr.items_seen} items, weights from {meta['weights_from']}) -> {dest}")
+    return meta
 
 
 def _curve(tr: Trainer, held: list[dict], say) -> None:

@@ -92,7 +92,9 @@ def build_parser() -> Parser:
                    "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
                    "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
     g = sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)")
-    g.add_argument("action", choices=["run", "status"], help="run: go on for --minutes; status: where it stands")
+    g.add_argument("action", choices=["run", "status", "export"], help="run: go on for --minutes; status: where it "
+                   "stands; export: write --run's saved weights as an adapter folder (--out)")
+    g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
     g.add_argument("--minutes", type=float, default=60.0, help="how long this run goes on (it stops cleanly, saved)")
     g.add_argument("--eval-every", type=int, default=512, help="a learning-curve point every K items trained")
@@ -109,7 +111,7 @@ def build_parser() -> Parser:
 
 
 def cmd_campaign(a) -> int:
-    from .campaign import Settings, open_campaign, read_curve, run, use_recipe
+    from .campaign import Settings, export, open_campaign, read_curve, run, use_recipe
 
     recipe = {}
     for part in filter(None, a.recipe.split(",")):
@@ -127,6 +129,14 @@ def cmd_campaign(a) -> int:
         print(f"{len(c.shards)} shards, {c.items} items, run {c.run}, settings: {c.settings}")
         for p in read_curve(a.dir, c.run)[-5:]:
             print(json.dumps(p))
+        return 0
+    if a.action == "export":
+        if not a.out:
+            raise UsageError("campaign export writes the adapter to --out FOLDER")
+        if recipe or a.start:
+            raise UsageError("campaign export takes --run only (its recipe is kept in the run's folder)")
+        _threads()
+        export(a.dir, a.run, a.out, say=_say)
         return 0
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")

@@ -302,3 +302,60 @@ def test_list_runs_names_each_runs_recipe_and_origin(camp):
     runs = cp.list_runs(str(camp.root))
     assert [(r["run"], r["recipe"], r["from"]) for r in runs] == [("run", {}, ""), ("run-b", {"decay_steps": 9}, "run")]
     assert runs[1]["last"] == {"step": 1, "items_seen": 2}
+
+
+def test_export_writes_the_runs_weights_as_a_loadable_adapter(camp, tmp_path):
+    from safetensors.torch import load_file
+
+    lm = _lm()
+    with pytest.raises(UsageError, match="no saved state"):
+        cp.export(str(camp.root), "run", str(tmp_path / "none"), say=lambda m: None, base=lm)
+    cp.run(str(camp.root), minutes=5, eval_every=100, save_every=2, say=lambda m: None, base=lm, max_steps=3)
+    t = cp.Trainer(camp, _lm())
+    out = tmp_path / "adapter"
+    meta = cp.export(str(camp.root), "run", str(out), say=lambda m: None, base=_lm())
+    assert (meta["run"], meta["steps"], meta["items"], meta["weights_from"]) == ("run", 3, t.items_seen, "state")
+    assert (meta["lora_r"], meta["ar_weight"], meta["recipe"]) == (4, camp.settings.w_ar, {})
+    assert sorted(p.name for p in out.iterdir()) == ["adapter_config.json", "adapter_model.safetensors", "cllm.json",
+                                                     "curve.jsonl", "metrics.jsonl"]
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "bundled"
+    saved = load_file(str(out / "adapter_model.safetensors"))
+    assert len(saved) == len(t.named) and all(v.dtype == torch.float16 for v in saved.values())
+    for k, p in t.named.items():  # peft's names lack the adapter's name ("default")
+        assert torch.equal(saved[k.replace(".default", "")], p.detach().half()), k
+    assert (out / "metrics.jsonl").read_text() == (camp.root / "run" / "metrics.jsonl").read_text()
+    # a checkout without state.pt exports the committed int8 checkpoint, and says so
+    (camp.root / "run" / "state.pt").unlink()
+    assert cp.export(str(camp.root), "run", str(out), say=lambda m: None, base=_lm())["weights_from"] == "portable"
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
+    """rank 4 -> 8 at the same lora_alpha / lora_r: the grown adapter computes what the saved one did
+    (B's new columns are zero), then its new part learns (A's new rows are drawn, not zero)."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    a = cp.Trainer(camp, lm)
+    for _ in range(3):
+        a.train_step()
+    a.save()
+    if not exact:
+        (camp.root / "run" / "state.pt").unlink()  # a checkout with the committed int8 checkpoint only
+    ids = torch.tensor([[5, 9, 14, 3, 7, 22]])
+    with torch.no_grad():
+        want = cp.Trainer(camp, _lm()).model(input_ids=ids).logits
+    b = cp.use_recipe(camp, "run-big", {"lora_r": 8, "lora_alpha": 16})
+    assert cp.start_from(b, "run", say=lambda m: None)
+    assert json.loads((b.run_dir / cp.ORIGIN).read_text())["lora_r_from"] == 4
+    t = cp.Trainer(b, _lm())
+    assert (t.resumed_from, t.step) == ("state" if exact else "portable", 3)
+    with torch.no_grad():
+        assert torch.allclose(t.model(input_ids=ids).logits, want, atol=1e-5)
+    As = {k: p for k, p in t.named.items() if "lora_A" in k}
+    Bs = {k: p for k, p in t.named.items() if "lora_B" in k}
+    assert As and all(p.shape[0] == 8 and p[4:].abs().sum() > 0 for p in As.values())
+    assert all(p.shape[1] == 8 and not p[:, 4:].any() for p in Bs.values())
+    t.train_step()
+    assert any(p[:, 4:].any() for p in Bs.values())  # the new rank learns
+    with pytest.raises(UsageError, match="LoRA shape"):  # another scale is refused
+        cp.start_from(cp.use_recipe(camp, "run-odd", {"lora_r": 8, "lora_alpha": 8}), "run", say=lambda m: None)
