@@ -24,6 +24,17 @@ def _lm():
     return lm
 
 
+def _saved_after(camp, steps: int):
+    """A trainer of the main run on a collected shard, ``steps`` steps trained and saved."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    a = cp.Trainer(camp, lm)
+    for _ in range(steps):
+        a.train_step()
+    a.save()
+    return a
+
+
 @pytest.fixture
 def camp(tmp_path):
     src = tmp_path / "src.jsonl"
@@ -113,12 +124,7 @@ def test_a_checkout_without_the_state_file_resumes_from_the_committed_checkpoint
     """Issue 20, item 3: run/state.pt (fp32 weights, AdamW moments) is machine-local; the committed
     run/checkpoint/ (LoRA weights in bfloat16, the position and the data RNG) lets another machine
     go on at the same step and item, with the weights rounded and the moments fresh."""
-    lm = _lm()
-    cp.collect_shard(camp, lm, say=lambda m: None)
-    a = cp.Trainer(camp, lm)
-    for _ in range(3):
-        a.train_step()
-    a.save()
+    a = _saved_after(camp, 3)
     d = camp.root / "run" / "checkpoint"
     assert (d / "lora_int8.safetensors.gz").is_file() and json.loads((d / "state.json").read_text())["step"] == 3
     (camp.root / "run" / "state.pt").unlink()  # another machine: the checkout only
@@ -254,12 +260,7 @@ def test_a_run_starts_from_another_runs_state(camp):
     """``start_from``: a recipe that changes how training goes on continues a saved run (weights,
     position, curve) instead of repeating its steps; a second start resumes its own state; another
     LoRA shape is refused; a state file saved before the schedule keys existed still loads."""
-    lm = _lm()
-    cp.collect_shard(camp, lm, say=lambda m: None)
-    a = cp.Trainer(camp, lm)
-    for _ in range(3):
-        a.train_step()
-    a.save()
+    a = _saved_after(camp, 3)
     (camp.root / "run" / "curve.jsonl").write_text(json.dumps({"step": 0, "items_seen": 0}) + "\n")
     b = cp.use_recipe(camp, "run-b", {"epochs": 2, "decay_steps": 12, "lr": 5e-3})
     assert cp.start_from(b, "run", say=lambda m: None)
@@ -333,12 +334,7 @@ def test_export_writes_the_runs_weights_as_a_loadable_adapter(camp, tmp_path):
 def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
     """rank 4 -> 8 at the same lora_alpha / lora_r: the grown adapter computes what the saved one did
     (B's new columns are zero), then its new part learns (A's new rows are drawn, not zero)."""
-    lm = _lm()
-    cp.collect_shard(camp, lm, say=lambda m: None)
-    a = cp.Trainer(camp, lm)
-    for _ in range(3):
-        a.train_step()
-    a.save()
+    a = _saved_after(camp, 3)
     if not exact:
         (camp.root / "run" / "state.pt").unlink()  # a checkout with the committed int8 checkpoint only
     ids = torch.tensor([[5, 9, 14, 3, 7, 22]])
