@@ -41,6 +41,7 @@ from typing import Any, Callable
 from decoding.io import UsageError
 
 from .data import _done_prompts, check_item
+from .losses import STATE_PICKS, answer_ar_loss
 
 MANIFEST = "manifest.json"
 SHARDS = "shards"
@@ -95,6 +96,8 @@ class Settings:
     epochs: int = 1  # passes over the collected shards before the next shard is collected
     decay_steps: int = 0  # 0: a constant learning rate after the warm-up; else cosine to LR_FLOOR x lr at this step
     cons_window: int = 0  # 0: the consistency loss over every position from a state's first wrong one; else only this many
+    state_pick: str = "random"  # the states trained per item: "random" (uniform) or "stratified" (one per noise level)
+    w_gt: float = 0.0  # > 0: also the AR loss on the source's own answers (GSM8K's solutions), this weight, once per prompt and pass
 
 
 LR_FLOOR = 0.1  # the decayed learning rate's end, as a share of lr
@@ -155,11 +158,13 @@ def use_recipe(c: Campaign, run: str, changes: dict[str, Any] | None = None) -> 
     if kept is not None and changes and changes != kept:
         raise UsageError(f"{kept_p} holds another recipe ({kept}); this run asked for {changes}")
     recipe = kept if kept is not None else changes
+    types = {k: type(getattr(c.settings, k)) for k in recipe}
+    settings = replace(c.settings, **{k: types[k](v) for k, v in recipe.items()})
+    if settings.state_pick not in STATE_PICKS:
+        raise UsageError(f"state_pick is one of {', '.join(STATE_PICKS)}, got {settings.state_pick!r}")
     if kept is None and recipe:
         kept_p.parent.mkdir(parents=True, exist_ok=True)
         kept_p.write_text(json.dumps(recipe) + "\n")
-    types = {k: type(getattr(c.settings, k)) for k in recipe}
-    settings = replace(c.settings, **{k: types[k](v) for k, v in recipe.items()})
     return Campaign(c.root, settings, c.model, c.shards, run, c.manifest_settings or c.settings)
 
 
@@ -189,6 +194,21 @@ def _source_rows(path: str) -> list[dict]:
     from decoding.io import read_prompts
 
     return read_prompts(path)
+
+
+def source_answers(path: str) -> dict[str, str]:
+    """The source's own answers by prompt id (GSM8K's {question, answer} rows: the id is the line
+    number, as ``read_prompts`` gives it), calculator annotations (``<<48/2=24>>``) removed; a source
+    without answers is a UsageError (the ``w_gt`` recipe needs them)."""
+    from decoding.io import jsonl
+
+    out = {}
+    for ln, d in jsonl(path):
+        if isinstance(d, dict) and isinstance(d.get("answer"), str):
+            out[str(d.get("id", ln))] = re.sub(r"<<[^>]*>>", "", d["answer"]).strip()
+    if not out:
+        raise UsageError(f"w_gt: the source {path} has no answers (GSM8K rows {{question, answer}})")
+    return out
 
 
 def shard_rows(c: Campaign, k: int) -> list[dict]:
@@ -397,7 +417,7 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps", "cons_window")
+              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -428,6 +448,7 @@ class Trainer:
         self.epoch = 0  # the pass over the shards (``epochs``)
         self.resumed_from = ""  # "state" (exact), "portable" (the committed checkpoint) or "" (a fresh start)
         self._shard: tuple[tuple[int, int], list[dict]] | None = None
+        self._answers: dict[str, str] | None = None  # the source's answers by prompt id (``w_gt``)
         self.restore()
 
     @property
@@ -592,11 +613,15 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         m = self.st.items_per_step
         sums = {"consistency": 0.0, "ar": 0.0, "total": 0.0}
-        tokens = 0
+        tokens, gt = 0, []
         for _ in range(m):
             item = self._take()
             losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item,
-                                        self.st.cons_window)
+                                        self.st.cons_window, self.st.state_pick)
+            if self.st.w_gt and item["block"] == 0:  # the source's answer, once per prompt and pass
+                loss = self._gt_loss(item)
+                losses["total"] = losses["total"] + self.st.w_gt * loss
+                gt.append(float(loss.detach()))
             (losses["total"] / m).backward()
             for k in sums:
                 sums[k] += float(losses[k].detach()) / m
@@ -608,12 +633,25 @@ class Trainer:
         self.step += 1
         self.items_seen += m
         self.seconds += time.perf_counter() - t0
+        if gt:  # the mean AR loss on the source's answers of this step's first blocks
+            sums["gt"] = sum(gt) / len(gt)
         row = {"step": self.step, "items_seen": self.items_seen, "epoch": self.epoch, **{k: round(v, 6) for k, v in sums.items()},
                "lr": self.sched.get_last_lr()[0], "block_tokens": tokens, "seconds": round(self.seconds, 2)}
         self.c.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.c.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         return row
+
+    def _gt_loss(self, item: dict):
+        """The AR loss on the source's answer to the prompt of ``item`` (``w_gt``; train_step asks on
+        a prompt's first block only: once per prompt and pass)."""
+        if self._answers is None:
+            self._answers = source_answers(self.c.settings.source)
+        text = self._answers.get(item["prompt_id"])
+        if text is None:
+            raise UsageError(f"w_gt: the source {self.c.settings.source} has no answer for prompt {item['prompt_id']}")
+        ids = [int(t) for t in self.lm.tokenizer(text, add_special_tokens=False)["input_ids"]] + self.lm.eos_token_ids[:1]
+        return answer_ar_loss(self.model, item["prompt_ids"][:item["prompt_len"]], ids)
 
     def curve(self, rows: list[dict]) -> dict[str, Any]:
         """A learning-curve point now, appended to run/curve.jsonl."""

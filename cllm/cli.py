@@ -118,8 +118,12 @@ def cmd_campaign(a) -> int:
         k, sep, v = part.partition("=")
         if not sep:
             raise UsageError(f"--recipe takes key=value pairs, got {part!r}")
+        k = k.strip()
+        if isinstance(getattr(Settings(), k, None), str):  # a named choice (state_pick=stratified)
+            recipe[k] = v.strip()
+            continue
         try:
-            recipe[k.strip()] = float(v) if any(ch in v for ch in ".e") else int(v)
+            recipe[k] = float(v) if any(ch in v for ch in ".e") else int(v)
         except ValueError:
             raise UsageError(f"--recipe: {k} must be a number, got {v!r}") from None
     if a.action == "status":

@@ -159,23 +159,67 @@ def cached_block_logits(model, prefix: list[int], rows: list[list[int]]):
                  **{cache_kw(type(_base(model))): cache}).logits.float()
 
 
+def noise(state: list[int], fixed_point: list[int]) -> float:
+    """The share of a state not yet converged, counted from its first wrong position (Jacobi
+    Forcing's noise ratio): 0 at the fixed point, 1 where position 0 is already wrong."""
+    return (len(fixed_point) - first_wrong(state, fixed_point)) / max(1, len(fixed_point))
+
+
+STATE_PICKS = ("random", "stratified")
+
+
+def pick_states(cand: list[list[int]], fixed_point: list[int], k: int, rng: random.Random,
+                how: str = "random") -> list[list[int]]:
+    """``k`` of the candidate states (without replacement). ``random``: a uniform draw (the paper's);
+    ``stratified``: one state per noise stratum, after Jacobi Forcing's noise schedule (its blocks
+    cycle through evenly spaced noise targets): the targets (i + u) / k for i < k with one uniform
+    offset u, and for each, the nearest not yet picked state by ``noise`` (ties: the earlier state).
+    Either way every item's rows span its trajectory; stratified never draws two nearly converged
+    states where a noisy one exists."""
+    k = min(k, len(cand))
+    if how == "random":
+        return rng.sample(cand, k)
+    if how not in STATE_PICKS:
+        raise ValueError(f"state_pick is one of {', '.join(STATE_PICKS)}, got {how!r}")
+    u, left, out = rng.random(), list(range(len(cand))), []
+    level = [noise(s, fixed_point) for s in cand]
+    for i in range(k):
+        t = (i + u) / k
+        j = min(left, key=lambda j: (abs(level[j] - t), j))
+        left.remove(j)
+        out.append(cand[j])
+    return out
+
+
 def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4,
-                       window: int = 0) -> dict[str, Any]:
+                       window: int = 0, pick: str = "random") -> dict[str, Any]:
     """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``
-    intermediate states (drawn without replacement) as rows over one cached context. The global
-    consistency term is the mean over those states of ``kl_from`` (as ``item_losses``, which draws
-    one state); the AR term is the same teacher-forced cross-entropy of the fixed point.
-    ``window`` > 0 counts only the first ``window`` positions from each state's first wrong one (a
-    recipe option, not the paper's: where a Jacobi iteration's accepted run is decided)."""
+    intermediate states (``pick_states``: drawn without replacement, or one per noise stratum) as
+    rows over one cached context. The global consistency term is the mean over those states of
+    ``kl_from`` (as ``item_losses``, which draws one state); the AR term is the same teacher-forced
+    cross-entropy of the fixed point. ``window`` > 0 counts only the first ``window`` positions from
+    each state's first wrong one (a recipe option, not the paper's: where a Jacobi iteration's
+    accepted run is decided)."""
     import torch
     import torch.nn.functional as F
 
     fp = item["fixed_point"]
     cand = [s for s in item["states"] if s != fp]
-    picked = rng.sample(cand, min(states, len(cand))) if cand else []
+    picked = pick_states(cand, fp, states, rng, pick) if cand else []
     full = cached_block_logits(model, item["prompt_ids"], [fp] + picked)
     target = full[0, 1:].detach()
     cons = sum((kl_from(target, full[1 + i, 1:], first_wrong(s, fp), window) for i, s in enumerate(picked)),
                full.sum() * 0.0) / max(1, len(picked))
     ar = F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device))
     return {"consistency": cons, "ar": ar, "total": cons + w_ar * ar}
+
+
+def answer_ar_loss(model, prompt_ids: list[int], answer_ids: list[int]):
+    """Teacher-forced cross-entropy (mean per token) of ``answer_ids`` after ``prompt_ids``, with the
+    cheap step (the prompt once without gradient): the AR loss on a dataset's own answer (the
+    ``w_gt`` recipe option: "ground-truth labels", what reproductions of CLLM needed)."""
+    import torch
+    import torch.nn.functional as F
+
+    full = cached_block_logits(model, prompt_ids, [answer_ids])
+    return F.cross_entropy(full[0, :-1], torch.tensor(answer_ids, device=full.device))

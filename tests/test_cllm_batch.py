@@ -8,7 +8,7 @@ import torch
 
 import cllm
 from cllm.batch import BatchedJacobi, Lane
-from cllm.losses import block_logits, cached_block_logits, item_losses_cached
+from cllm.losses import block_logits, cached_block_logits, item_losses_cached, noise, pick_states
 from decoding.loop import decode
 from tiny import cllm_items, cllm_lm, tiny_lm
 
@@ -154,3 +154,23 @@ def test_a_consistency_window_counts_only_the_positions_after_the_first_wrong_on
     assert float(b["consistency"]) <= float(a["consistency"]) + 1e-7
     if j < len(it["fixed_point"]) - 1:
         assert float(b["consistency"]) < float(a["consistency"])
+
+
+def test_stratified_states_span_the_noise_levels_and_random_is_the_uniform_draw():
+    """Recipe option state_pick (after Jacobi Forcing's noise schedule): one state per noise stratum.
+    The fixed point has noise 0; a state wrong from position j on has noise (n - j) / n."""
+    fp = list(range(10, 20))
+    cand = [fp[:j] + [0] * (10 - j) for j in range(10)]  # noise 1.0, 0.9, ... 0.1
+    assert [noise(s, fp) for s in cand[:3]] == [1.0, 0.9, 0.8] and noise(fp, fp) == 0.0
+    for seed in range(20):
+        got = pick_states(cand, fp, 4, random.Random(seed), "stratified")
+        levels = sorted(noise(s, fp) for s in got)
+        assert len({tuple(s) for s in got}) == 4  # without replacement
+        # one state in each quarter of the noise range: targets (i + u) / 4, levels 0.1 apart
+        assert all(abs(lv - (i + 0.5) / 4) <= 0.125 + 0.05 + 1e-9 for i, lv in enumerate(levels)), levels
+    # random: exactly the uniform draw the campaign made before the option existed
+    assert pick_states(cand, fp, 4, random.Random(3)) == random.Random(3).sample(cand, 4)
+    # fewer candidates than asked: all of them, in either mode
+    assert sorted(pick_states(cand[:2], fp, 4, random.Random(0), "stratified")) == sorted(cand[:2])
+    with pytest.raises(ValueError, match="state_pick"):
+        pick_states(cand, fp, 2, random.Random(0), "progressive")

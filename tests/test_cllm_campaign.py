@@ -355,3 +355,51 @@ def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
     assert any(p[:, 4:].any() for p in Bs.values())  # the new rank learns
     with pytest.raises(UsageError, match="LoRA shape"):  # another scale is refused
         cp.start_from(cp.use_recipe(camp, "run-odd", {"lora_r": 8, "lora_alpha": 8}), "run", say=lambda m: None)
+
+
+def test_the_state_pick_recipe_is_a_named_choice(camp, capsys):
+    """``--recipe state_pick=stratified`` (a word, not a number) is kept and trains; an unknown pick
+    is refused before anything is written."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    root = str(camp.root)
+    assert cllm.main(["campaign", "status", "--dir", root, "--run", "run-s", "--recipe", "state_pick=stratified"]) == 0
+    assert json.loads((camp.root / "run-s" / "recipe.json").read_text()) == {"state_pick": "stratified"}
+    b = cp.use_recipe(cp.open_campaign(root), "run-s")
+    assert b.settings.state_pick == "stratified"
+    row = cp.Trainer(b, lm).train_step()
+    assert math.isfinite(row["total"]) and row["consistency"] > 0
+    assert cllm.main(["campaign", "status", "--dir", root, "--run", "run-t", "--recipe", "state_pick=progressive"]) == 2
+    assert "state_pick is one of random, stratified" in capsys.readouterr().err
+    assert not (camp.root / "run-t").exists()
+
+
+def test_w_gt_adds_the_ar_loss_on_the_sources_own_answers(camp, tmp_path):
+    """Recipe option w_gt: the AR loss on the source's answers (GSM8K's solutions without their
+    calculator annotations), on each prompt's first block; its value is the answer's teacher-forced
+    cross-entropy after the prompt, as the full sequence computes it."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    t = cp.Trainer(cp.use_recipe(camp, "run-gt", {"w_gt": 1.0}), lm)
+    rows = [t.train_step() for _ in range(6)]
+    with_gt = [r for r in rows if "gt" in r]
+    assert with_gt and all(math.isfinite(r["gt"]) and r["gt"] > 0 for r in with_gt)
+    item = next(i for i in cp.read_shard(camp, 0) if i["block"] == 0)
+    prompt = item["prompt_ids"][:item["prompt_len"]]
+    answers = cp.source_answers(camp.settings.source)
+    assert answers[item["prompt_id"]] == "#### 1"
+    answer = lm.tokenizer("#### 1", add_special_tokens=False)["input_ids"] + lm.eos_token_ids[:1]
+    t.model.eval()
+    with torch.no_grad():
+        got = t._gt_loss(item)
+        logits = t.model(input_ids=torch.tensor([prompt + answer])).logits[0, len(prompt) - 1:-1]
+        want = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(answer))
+    assert torch.allclose(got, want, atol=1e-5)
+    # calculator annotations go; a source without answers is refused
+    src = tmp_path / "gsm.jsonl"
+    src.write_text(json.dumps({"question": "q", "answer": "48/2 = <<48/2=24>>24 clips\n#### 24"}) + "\n"
+                   + json.dumps({"question": "r"}) + "\n")
+    assert cp.source_answers(str(src)) == {"1": "48/2 = 24 clips\n#### 24"}
+    src.write_text(json.dumps({"question": "q"}) + "\n")
+    with pytest.raises(UsageError, match="no answers"):
+        cp.source_answers(str(src))
