@@ -70,6 +70,53 @@ def dequantize_rows(q, scale):
     return (q.float().reshape(q.shape[0], -1) * scale).reshape(q.shape) if q.dim() else q.float() * scale.reshape(())
 
 
+PART_BYTES = 6_000_000  # raw bytes per committed weights file: a rank-16 checkpoint of the bundled model
+# (5.1 MB raw, 4.6 MB gzipped) stays one file; a larger rank is split into files under the repo's 5 MB a file
+
+
+def _part_name(i: int) -> str:
+    return PORTABLE_WEIGHTS if i == 0 else PORTABLE_WEIGHTS.replace(".safetensors", f".part{i}.safetensors")
+
+
+def write_portable_weights(d: Path, tensors: dict) -> None:
+    """The int8 tensors (each with its SCALE) gzipped into ``d``: one file (PORTABLE_WEIGHTS) or,
+    above PART_BYTES, parts of about equal size (lora_int8.safetensors.gz, lora_int8.part1.
+    safetensors.gz, ...), a tensor and its scale always in the same part; parts an earlier, larger
+    save left are removed."""
+    from safetensors.torch import save as to_bytes
+
+    names = [k for k in tensors if not k.endswith(SCALE)]
+    size = {k: tensors[k].nbytes + tensors[k + SCALE].nbytes for k in names}
+    n_parts = max(1, math.ceil(sum(size.values()) / PART_BYTES))
+    target, parts, filled = sum(size.values()) / n_parts, [{}], 0
+    for k in names:
+        if parts[-1] and filled + size[k] > target * len(parts) and len(parts) < n_parts:
+            parts.append({})
+        parts[-1][k], parts[-1][k + SCALE] = tensors[k], tensors[k + SCALE]
+        filled += size[k]
+    d.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(parts):
+        tmp = d / (_part_name(i) + ".tmp")
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+            gz.write(to_bytes(part))  # gzip: the header's names and the int8 values, 10% smaller
+        os.replace(tmp, d / _part_name(i))
+    i = len(parts)
+    while (d / _part_name(i)).is_file():
+        (d / _part_name(i)).unlink()
+        i += 1
+
+
+def read_portable_weights(d: Path) -> dict:
+    """All parts ``write_portable_weights`` wrote in ``d``, as one dict of tensors ({} if none)."""
+    from safetensors.torch import load
+
+    out, i = {}, 0
+    while (d / _part_name(i)).is_file():
+        out.update(load(gzip.decompress((d / _part_name(i)).read_bytes())))
+        i += 1
+    return out
+
+
 @dataclass
 class Settings:
     """What the campaign's data and training are made with (kept in the manifest; fixed once set)."""
@@ -459,7 +506,8 @@ class Trainer:
     def portable_dir(self) -> Path:
         """The committed checkpoint (``save``): the LoRA weights in int8 with a scale per row or
         column (``quantize_rows``), gzipped: 4.6 MB at r 16 on the bundled model, under the repo's
-        5 MB a file (in bfloat16 they took 9.8), and the position, for a checkout without state.pt."""
+        5 MB a file (in bfloat16 they took 9.8; a larger rank is split, ``write_portable_weights``),
+        and the position, for a checkout without state.pt."""
         return self.c.run_dir / PORTABLE
 
     def _check_config(self, config: dict, where: Path) -> None:
@@ -507,17 +555,16 @@ class Trainer:
 
     def _restore_portable(self) -> None:
         import torch
-        from safetensors.torch import load
 
         meta_p, w_p = self.portable_dir / "state.json", self.portable_dir / PORTABLE_WEIGHTS
         if not (meta_p.is_file() and w_p.is_file()):
             return
         meta = json.loads(meta_p.read_text(encoding="utf-8"))
         self._check_config(meta["config"], meta_p)
-        weights = load(gzip.decompress(w_p.read_bytes()))
+        weights = read_portable_weights(self.portable_dir)
         missing = set(self.named) - set(weights)
         if missing:
-            raise UsageError(f"{w_p} lacks {len(missing)} of the model's LoRA tensors (another model or rank?)")
+            raise UsageError(f"{self.portable_dir} lacks {len(missing)} of the model's LoRA tensors (another model or rank?)")
         with torch.no_grad():
             for k, p in self.named.items():
                 p.copy_(dequantize_rows(weights[k], weights[k + SCALE]))
@@ -535,11 +582,7 @@ class Trainer:
         for k, v in self.named.items():
             q, scale = quantize_rows(v.detach())
             tensors[k], tensors[k + SCALE] = q, scale
-        from safetensors.torch import save as to_bytes
-
-        with open(d / "lora_int8.tmp", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(to_bytes(tensors))  # gzip: the header's 840 names and the int8 values, 10% smaller
-        os.replace(d / "lora_int8.tmp", d / PORTABLE_WEIGHTS)
+        write_portable_weights(d, tensors)
         meta = {"config": {k: getattr(self.st, k) for k in TRAIN_KEYS}, "step": self.step, "items_seen": self.items_seen,
                 "seconds": round(self.seconds, 2), "pos": list(self.pos), "epoch": self.epoch, "rng": self.rng.getstate(),
                 "saved": time.strftime("%Y-%m-%d %H:%M")}
@@ -702,8 +745,8 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
             state = _grow_state(state, r_old, r_new, c.settings.seed)
         torch.save({**state, "config": config}, dst / "state.pt")
     if meta is not None:
-        raw = (src / PORTABLE / PORTABLE_WEIGHTS).read_bytes()
-        (dst / PORTABLE / PORTABLE_WEIGHTS).write_bytes(_grow_portable(raw, r_old, r_new, c.settings.seed) if grow else raw)
+        w = read_portable_weights(src / PORTABLE)
+        write_portable_weights(dst / PORTABLE, _grow_portable(w, r_old, r_new, c.settings.seed) if grow else w)
         (dst / PORTABLE / "state.json").write_text(json.dumps({**meta, "config": config}), encoding="utf-8")
     for name in ("metrics.jsonl", "curve.jsonl"):
         if (src / name).is_file():
@@ -753,17 +796,15 @@ def _grow_state(state: dict, r_old: int, r_new: int, seed: int) -> dict:
     return {**state, "params": params, "opt": opt}
 
 
-def _grow_portable(raw: bytes, r_old: int, r_new: int, seed: int) -> bytes:
-    """The committed int8 checkpoint grown to rank r_new (dequantized, ``_grow``, quantized again)."""
+def _grow_portable(w: dict, r_old: int, r_new: int, seed: int) -> dict:
+    """The committed int8 checkpoint's tensors grown to rank r_new (dequantized, ``_grow``, quantized again)."""
     import torch
-    from safetensors.torch import load, save
 
-    w = load(gzip.decompress(raw))
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for k in [k for k in w if not k.endswith(SCALE)]:
         out[k], out[k + SCALE] = quantize_rows(_grow(k, dequantize_rows(w[k], w[k + SCALE]), r_old, r_new, gen))
-    return gzip.compress(save(out), mtime=0)
+    return out
 
 
 def _metrics_upto(run_dir: Path, step: int) -> None:

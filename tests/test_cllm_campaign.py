@@ -403,3 +403,28 @@ def test_w_gt_adds_the_ar_loss_on_the_sources_own_answers(camp, tmp_path):
     src.write_text(json.dumps({"question": "q"}) + "\n")
     with pytest.raises(UsageError, match="no answers"):
         cp.source_answers(str(src))
+
+
+def test_a_large_checkpoint_is_committed_in_parts_and_read_back_whole(tmp_path, monkeypatch):
+    """The portable checkpoint's weights above PART_BYTES go into parts of about equal size (the
+    repo takes files under 5 MB; a rank-32 adapter of the bundled model is 9.2 MB), each tensor with
+    its scale; reading joins them; a smaller save later removes the parts it no longer needs."""
+    torch.manual_seed(0)
+    tensors = {}
+    for i in range(10):
+        q, scale = cp.quantize_rows(torch.randn(64, 100))
+        tensors[f"layer{i}.lora_A.weight"], tensors[f"layer{i}.lora_A.weight" + cp.SCALE] = q, scale
+    one = sum(t.nbytes for t in tensors.values()) / 10
+    monkeypatch.setattr(cp, "PART_BYTES", int(one * 4))  # 10 tensors -> 3 parts (4, 3, 3 or so)
+    d = tmp_path / "checkpoint"
+    cp.write_portable_weights(d, tensors)
+    names = sorted(p.name for p in d.iterdir())
+    assert names == ["lora_int8.part1.safetensors.gz", "lora_int8.part2.safetensors.gz", "lora_int8.safetensors.gz"]
+    sizes = [p.stat().st_size for p in d.iterdir()]
+    assert max(sizes) < 1.6 * min(sizes)  # about equal parts
+    back = cp.read_portable_weights(d)
+    assert back.keys() == tensors.keys() and all(torch.equal(back[k], v) for k, v in tensors.items())
+    monkeypatch.setattr(cp, "PART_BYTES", int(one * 20))
+    cp.write_portable_weights(d, tensors)
+    assert sorted(p.name for p in d.iterdir()) == ["lora_int8.safetensors.gz"]  # the stale parts are gone
+    assert all(torch.equal(cp.read_portable_weights(d)[k], v) for k, v in tensors.items())
