@@ -144,7 +144,9 @@ class Settings:
     decay_steps: int = 0  # 0: a constant learning rate after the warm-up; else cosine to LR_FLOOR x lr at this step
     cons_window: int = 0  # 0: the consistency loss over every position from a state's first wrong one; else only this many
     state_pick: str = "random"  # the states trained per item: "random" (uniform) or "stratified" (one per noise level)
-    w_gt: float = 0.0  # > 0: also the AR loss on the source's own answers (GSM8K's solutions), this weight, once per prompt and pass
+    w_gt: float = 0.0  # > 0: also the AR loss on the source's own answers (GSM8K's solutions), this weight
+    gt_per_step: int = 0  # with w_gt: 0 = a collected prompt's answer on its first block (once per prompt and pass);
+    # G > 0 = G answers a step from the whole source, in one seeded order (the dataset's answers, not only the collected prompts')
 
 
 LR_FLOOR = 0.1  # the decayed learning rate's end, as a share of lr
@@ -464,7 +466,7 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt")
+              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -496,6 +498,7 @@ class Trainer:
         self.resumed_from = ""  # "state" (exact), "portable" (the committed checkpoint) or "" (a fresh start)
         self._shard: tuple[tuple[int, int], list[dict]] | None = None
         self._answers: dict[str, str] | None = None  # the source's answers by prompt id (``w_gt``)
+        self._gt_order: list[tuple[str, str]] | None = None  # (question, answer) of the source (``gt_per_step``)
         self.restore()
 
     @property
@@ -661,7 +664,7 @@ class Trainer:
             item = self._take()
             losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item,
                                         self.st.cons_window, self.st.state_pick)
-            if self.st.w_gt and item["block"] == 0:  # the source's answer, once per prompt and pass
+            if self.st.w_gt and not self.st.gt_per_step and item["block"] == 0:  # its answer, once per prompt and pass
                 loss = self._gt_loss(item)
                 losses["total"] = losses["total"] + self.st.w_gt * loss
                 gt.append(float(loss.detach()))
@@ -669,6 +672,11 @@ class Trainer:
             for k in sums:
                 sums[k] += float(losses[k].detach()) / m
             tokens += len(item["fixed_point"]) * (1 + min(self.st.states_per_item, len(item["states"])))
+        for prompt, answer in self._gt_pairs() if self.st.w_gt and self.st.gt_per_step else []:
+            loss = answer_ar_loss(self.model, prompt, answer)
+            (self.st.w_gt * loss / self.st.gt_per_step).backward()
+            gt.append(float(loss.detach()))
+            sums["total"] += self.st.w_gt * gt[-1] / self.st.gt_per_step
         if self.st.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.params, self.st.grad_clip)
         self.opt.step()
@@ -676,7 +684,7 @@ class Trainer:
         self.step += 1
         self.items_seen += m
         self.seconds += time.perf_counter() - t0
-        if gt:  # the mean AR loss on the source's answers of this step's first blocks
+        if gt:  # the mean AR loss on the source's answers of this step
             sums["gt"] = sum(gt) / len(gt)
         row = {"step": self.step, "items_seen": self.items_seen, "epoch": self.epoch, **{k: round(v, 6) for k, v in sums.items()},
                "lr": self.sched.get_last_lr()[0], "block_tokens": tokens, "seconds": round(self.seconds, 2)}
@@ -693,8 +701,24 @@ class Trainer:
         text = self._answers.get(item["prompt_id"])
         if text is None:
             raise UsageError(f"w_gt: the source {self.c.settings.source} has no answer for prompt {item['prompt_id']}")
-        ids = [int(t) for t in self.lm.tokenizer(text, add_special_tokens=False)["input_ids"]] + self.lm.eos_token_ids[:1]
-        return answer_ar_loss(self.model, item["prompt_ids"][:item["prompt_len"]], ids)
+        return answer_ar_loss(self.model, item["prompt_ids"][:item["prompt_len"]], self._answer_ids(text))
+
+    def _answer_ids(self, text: str) -> list[int]:
+        """An answer's tokens as the model writes them after the prompt: the text, then end of turn."""
+        return [int(t) for t in self.lm.tokenizer(text, add_special_tokens=False)["input_ids"]] + self.lm.eos_token_ids[:1]
+
+    def _gt_pairs(self) -> list[tuple[list[int], list[int]]]:
+        """This step's ``gt_per_step`` (prompt ids, answer ids) from the whole source: places
+        step * G .. step * G + G - 1 of one seeded order of its answered problems, cycling (so a
+        resumed run takes the same ones, with no state of its own)."""
+        st = self.st
+        if self._gt_order is None:
+            answers = source_answers(st.source)
+            rows = [r for r in _source_rows(st.source) if r["id"] in answers]
+            random.Random(st.seed * 1_000_003 + 97).shuffle(rows)
+            self._gt_order = [(r["prompt"], answers[r["id"]]) for r in rows]
+        picks = [self._gt_order[(self.step * st.gt_per_step + j) % len(self._gt_order)] for j in range(st.gt_per_step)]
+        return [(self.lm.encode(q, chat=st.chat), self._answer_ids(a)) for q, a in picks]
 
     def curve(self, rows: list[dict]) -> dict[str, Any]:
         """A learning-curve point now, appended to run/curve.jsonl."""

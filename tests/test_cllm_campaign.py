@@ -428,3 +428,23 @@ def test_a_large_checkpoint_is_committed_in_parts_and_read_back_whole(tmp_path, 
     cp.write_portable_weights(d, tensors)
     assert sorted(p.name for p in d.iterdir()) == ["lora_int8.safetensors.gz"]  # the stale parts are gone
     assert all(torch.equal(cp.read_portable_weights(d)[k], v) for k, v in tensors.items())
+
+
+def test_gt_per_step_takes_the_whole_sources_answers_in_one_order_across_resumes(camp):
+    """w_gt with gt_per_step=G: G of the source's answers every step (all of its problems, not only
+    the collected ones), in one seeded order that cycles; a resumed run takes the ones it would have."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    b = cp.use_recipe(camp, "run-g", {"w_gt": 1.0, "gt_per_step": 2})
+    t = cp.Trainer(b, lm)
+    seen = []
+    for _ in range(4):
+        seen += [p for p, _ in t._gt_pairs()]
+        row = t.train_step()
+        assert math.isfinite(row["gt"]) and row["gt"] > 0 and row["total"] > row["gt"] * 0.5
+    every = {tuple(lm.encode(w)) for w in WORDS}
+    assert {tuple(p) for p in seen} == every  # 8 picks over the 7 problems: all of them, then again
+    assert seen[7] == seen[0]  # the order cycles
+    t.save()
+    again = cp.Trainer(cp.use_recipe(cp.open_campaign(str(camp.root)), "run-g"), _lm())
+    assert again.step == 4 and again._gt_pairs() == t._gt_pairs()
