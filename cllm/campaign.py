@@ -131,6 +131,8 @@ class Settings:
     seed: int = 0
     shard_prompts: int = 32
     lanes: int = 4
+    teacher: str = "base"  # whose Jacobi trajectories a shard holds: "base" (the adapter off) or "student" (the run's
+    # adapter on, as it stands when the shard is collected: on-policy, the trajectories the CLLM itself will decode)
     # training
     lora_r: int = 16
     lora_alpha: int = 32
@@ -148,6 +150,8 @@ class Settings:
     gt_per_step: int = 0  # with w_gt: 0 = a collected prompt's answer on its first block (once per prompt and pass);
     # G > 0 = G answers a step from the whole source, in one seeded order (the dataset's answers, not only the collected prompts')
 
+
+TEACHERS = ("base", "student")
 
 LR_FLOOR = 0.1  # the decayed learning rate's end, as a share of lr
 
@@ -225,8 +229,10 @@ def open_campaign(root: str, settings: Settings | None = None, create: bool = Fa
         known = {k: v for k, v in m["settings"].items() if k in Settings.__dataclass_fields__}
         return Campaign(Path(root), Settings(**known), m.get("model", "bundled"), m.get("shards", []))
     if not create:
-        raise UsageError(f"no campaign in {root} (no {MANIFEST}): start one with `python -m cllm campaign init`")
+        raise UsageError(f"no campaign in {root} (no {MANIFEST}): start one with `python -m cllm campaign run --dir {root}`")
     c = Campaign(Path(root), settings or Settings())
+    if c.settings.teacher not in TEACHERS:
+        raise UsageError(f"teacher is one of {', '.join(TEACHERS)}, got {c.settings.teacher!r}")
     save_manifest(c)
     return c
 
@@ -288,8 +294,10 @@ def read_shard(c: Campaign, k: int) -> list[dict]:
     return items
 
 
-def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Callable[[], bool] = lambda: False) -> dict | None:
-    """Collect the next shard with batched Jacobi (``cllm.batch``); its manifest entry when it is
+def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Callable[[], bool] = lambda: False,
+                  teacher: str | dict = "base") -> dict | None:
+    """Collect the next shard with batched Jacobi (``cllm.batch``) on ``lm`` as it is; its manifest
+    entry (``teacher`` says whose trajectories: "base" or the student's run and step) when it is
     finished, None when ``stop()`` cut it (the partial file keeps every prompt done so far) or the
     source has no prompts left."""
     from .batch import BatchedJacobi, Lane
@@ -336,7 +344,7 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
     items = [json.loads(x) for x in lines]
     entry = {"shard": k, "file": f"{SHARDS}/{out.name}", "prompt_ids": [r["id"] for r in rows], "items": len(items),
              "answer_tokens": sum(len(d["fixed_point"]) for d in items),
-             "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d")}
+             "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d"), "teacher": teacher}
     c.shards.append(entry)
     save_manifest(c)
     part.unlink()
@@ -738,11 +746,14 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
     position, metrics and learning curve, copied), so that a recipe that changes how training goes
     on (``epochs``, ``decay_steps``, lr, w_ar ...) continues a run without repeating its steps; the
     LoRA shape (SHAPE_KEYS) must be the same, or a larger rank at the same scale (``_growable``:
-    the adapter grows, its output unchanged at the start). True when it copied; False when the run already
+    the adapter grows, its output unchanged at the start). ``source`` with a "/" is a run folder of
+    another campaign (e.g. data/cllm/run-gs): its weights, optimizer and curve go on here, and the
+    data position starts at this campaign's first shard. True when it copied; False when the run already
     started from ``source`` (it resumes its own state); UsageError for anything else."""
     import torch
 
-    src, dst = c.root / source, c.run_dir
+    src, dst = (Path(source) if "/" in source else c.root / source), c.run_dir
+    foreign = src.resolve().parent != c.root.resolve()  # another campaign's run: its data position is not ours
     if src.resolve() == dst.resolve():
         raise UsageError(f"a run cannot start from itself ({source})")
     origin = dst / ORIGIN
@@ -763,6 +774,8 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
         raise UsageError(f"run {source} has another LoRA shape: " + ", ".join(f"{k} {a} (this recipe {b})" for k, (a, b) in bad.items())
                          + " (a larger rank with the same lora_alpha / lora_r continues it: the new rank's part starts at zero)")
     config = {k: getattr(c.settings, k) for k in TRAIN_KEYS}
+    if foreign:
+        state, meta = [None if x is None else {**x, "pos": [0, 0], "epoch": 0} for x in (state, meta)]
     (dst / PORTABLE).mkdir(parents=True, exist_ok=True)
     if state is not None:
         if grow:
@@ -777,7 +790,8 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
             (dst / name).write_bytes((src / name).read_bytes())
     step = (state or meta)["step"]
     origin.write_text(json.dumps({"from": source, "step": step, "items_seen": (state or meta)["items_seen"],
-                                  **({"lora_r_from": r_old} if grow else {})}) + "\n")
+                                  **({"lora_r_from": r_old} if grow else {}),
+                                  **({"campaign": str(src.resolve().parent)} if foreign else {})}) + "\n")
     say(f"run {c.run} starts from run {source} at step {step}")
     return True
 
@@ -882,19 +896,41 @@ def _curve(tr: Trainer, held: list[dict], say) -> None:
         f"(base {p['base_jacobi_tokens_per_step']}), accuracy {p['accuracy']} (base {p['base_accuracy']})")
 
 
+def _check_teacher(c: Campaign) -> None:
+    """A student-taught campaign's shards are one run's own trajectories: another run would train on
+    a model's that it is not."""
+    if c.settings.teacher != "student":
+        return
+    others = {s["teacher"]["run"] for s in c.shards if isinstance(s.get("teacher"), dict)} - {c.run}
+    if others:
+        raise UsageError(f"{c.root}'s shards are the trajectories of run {', '.join(sorted(others))} (teacher student): "
+                         f"run {c.run} cannot train on them; start another campaign folder")
+
+
+def _collect_next(c: Campaign, tr: "Trainer", lm, say, stop) -> dict | None:
+    """The next shard from the settings' teacher: the base model (the adapter off) or the student
+    as it stands (the adapter on: on-policy trajectories)."""
+    from contextlib import nullcontext
+
+    import torch
+
+    student = c.settings.teacher == "student"
+    tr.model.eval()
+    with torch.inference_mode(), (nullcontext() if student else tr.model.disable_adapter()):
+        return collect_shard(c, lm, say, stop, teacher={"run": c.run, "step": tr.step} if student else "base")
+
+
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
         recipe: dict[str, Any] | None = None, start: str = "") -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
-    collect the next shard (with the adapter off: the base model's trajectories) when they run
-    out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
+    collect the next shard (the settings' ``teacher``: the base model's trajectories, or the
+    student's as it stands) when they run out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
     steps, after each curve point and at the end. SIGTERM/SIGINT end it cleanly at the next step.
     ``base``: the loaded base model (default: load the campaign's); ``max_steps``: stop after this
     many training steps of this run (0: no limit); ``run_name`` / ``recipe``: train another recipe in
     its own run folder (``use_recipe``; one campaign process at a time: they share the shards);
     ``start``: the run folder whose saved state a new run starts from (``start_from``)."""
-    import torch
-
     c = open_campaign(root)
     if run_name != RUN or recipe:
         c = use_recipe(c, run_name, recipe)
@@ -905,6 +941,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     t_end = time.perf_counter() + minutes * 60
     done = {"steps": 0, "shards": 0, "points": 0}
     over = lambda: stop["now"] or time.perf_counter() > t_end or bool(max_steps and done["steps"] >= max_steps)
+    _check_teacher(c)
     tr, lm = _trainer(c, base, say)
     held = heldout_rows(c)
     try:
@@ -913,10 +950,8 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
             done["points"] += 1
         while not over():
             if collect_only or tr.available() < c.settings.items_per_step:
-                tr.model.eval()
-                with torch.inference_mode(), tr.model.disable_adapter():
-                    if collect_shard(c, lm, say, over) is None:
-                        break
+                if _collect_next(c, tr, lm, say, over) is None:
+                    break
                 done["shards"] += 1
                 continue
             before = tr.items_seen

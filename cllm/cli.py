@@ -106,7 +106,11 @@ def build_parser() -> Parser:
                    "e.g. lr=0.0002,w_ar=20 (kept in the run folder's recipe.json on first use)")
     g.add_argument("--from", dest="start", default="", metavar="RUN",
                    help="start --run from this run's saved state (weights, optimizer, data position, curve) "
-                   "instead of from scratch, e.g. --run run-a2 --from run --recipe epochs=2,decay_steps=1187")
+                   "instead of from scratch, e.g. --run run-a2 --from run --recipe epochs=2,decay_steps=1187; "
+                   "a path (data/cllm/run-gs) is another campaign's run: its data position is not carried over")
+    g.add_argument("--teacher", choices=["base", "student"], default=None,
+                   help="a new campaign's trajectories: the base model's (default) or the student's as it stands when "
+                   "each shard is collected (on-policy; one run per such campaign folder)")
     return p
 
 
@@ -144,7 +148,9 @@ def cmd_campaign(a) -> int:
         return 0
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
-    open_campaign(a.dir, Settings(), create=True)
+    c = open_campaign(a.dir, Settings(teacher=a.teacher or "base"), create=True)
+    if a.teacher and a.teacher != c.settings.teacher:
+        raise UsageError(f"{a.dir} is a campaign taught by {c.settings.teacher}: its shards cannot change teacher")
     _threads()
     if a.start and a.run == "run":
         raise UsageError("--from starts another run folder (--run run-NAME) from a saved run")

@@ -448,3 +448,59 @@ def test_gt_per_step_takes_the_whole_sources_answers_in_one_order_across_resumes
     t.save()
     again = cp.Trainer(cp.use_recipe(cp.open_campaign(str(camp.root)), "run-g"), _lm())
     assert again.step == 4 and again._gt_pairs() == t._gt_pairs()
+
+
+def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, tmp_path):
+    """teacher=student: a shard holds the Jacobi trajectories of the adapter being trained as it
+    stands (on-policy), its manifest entry names the run and step; no other run may train on them.
+    A base-taught campaign's entry says base."""
+    assert cp.collect_shard(camp, _lm(), say=lambda m: None)["teacher"] == "base"
+    s = cp.open_campaign(str(tmp_path / "s"), replace(camp.settings, teacher="student"), create=True)
+    tr, slm = cp._trainer(s, _lm(), lambda m: None)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for k, p in tr.named.items():
+            if "lora_B" in k:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    tr.step = 7
+    e = cp._collect_next(s, tr, slm, lambda m: None, lambda: False)
+    assert e["teacher"] == {"run": "run", "step": 7}
+
+    def items(off: bool):
+        out = []
+        with torch.inference_mode():
+            for i, w in enumerate(WORDS[:3]):
+                if off:
+                    with tr.model.disable_adapter():
+                        t = decode(slm, slm.encode(w), "jacobi", {"n": 6, "seed": 0}, 24)
+                else:
+                    t = decode(slm, slm.encode(w), "jacobi", {"n": 6, "seed": 0}, 24)
+                out += cllm.items_from_trace(t, str(i + 1), "all", 0)
+        return out
+
+    student = items(False)
+    assert cp.read_shard(s, 0) == student
+    assert [d["fixed_point"] for d in student] != [d["fixed_point"] for d in items(True)]  # not the base's
+    cp._check_teacher(s)
+    with pytest.raises(UsageError, match="trajectories of run run"):
+        cp._check_teacher(cp.use_recipe(s, "run-x"))
+    with pytest.raises(UsageError, match="teacher is one of"):
+        cp.open_campaign(str(tmp_path / "t"), replace(camp.settings, teacher="oracle"), create=True)
+
+
+def test_a_run_starts_from_another_campaigns_run_at_its_first_shard(camp, tmp_path):
+    """``--from PATH/run``: another campaign's run goes on here with its weights, step and items
+    seen, but the data position (an index into the other campaign's shards) starts at shard 0."""
+    a = _saved_after(camp, 3)
+    assert a.pos != [0, 0]
+    other = cp.use_recipe(cp.open_campaign(str(tmp_path / "o"), camp.settings, create=True), "run-o")
+    assert cp.start_from(other, str(camp.root / "run"), say=lambda m: None)
+    t = cp.Trainer(other, _lm())
+    assert (t.resumed_from, t.step, t.items_seen, t.pos, t.epoch) == ("state", 3, a.items_seen, [0, 0], 0)
+    for k, p in a.named.items():
+        assert torch.equal(t.named[k], p), k
+    assert json.loads((other.run_dir / cp.PORTABLE / "state.json").read_text())["pos"] == [0, 0]
+    assert json.loads((other.run_dir / cp.ORIGIN).read_text())["campaign"] == str(camp.root.resolve())
+    # a run of the same campaign keeps its position
+    b = cp.use_recipe(camp, "run-b")
+    assert cp.start_from(b, "run", say=lambda m: None) and cp.Trainer(b, _lm()).pos == a.pos
