@@ -704,12 +704,15 @@ class Trainer:
     def _gt_loss(self, item: dict):
         """The AR loss on the source's answer to the prompt of ``item`` (``w_gt``; train_step asks on
         a prompt's first block only: once per prompt and pass)."""
-        if self._answers is None:
-            self._answers = source_answers(self.c.settings.source)
-        text = self._answers.get(item["prompt_id"])
+        text = self._source_answers().get(item["prompt_id"])
         if text is None:
             raise UsageError(f"w_gt: the source {self.c.settings.source} has no answer for prompt {item['prompt_id']}")
         return answer_ar_loss(self.model, item["prompt_ids"][:item["prompt_len"]], self._answer_ids(text))
+
+    def _source_answers(self) -> dict[str, str]:
+        if self._answers is None:
+            self._answers = source_answers(self.st.source)
+        return self._answers
 
     def _answer_ids(self, text: str) -> list[int]:
         """An answer's tokens as the model writes them after the prompt: the text, then end of turn."""
@@ -721,7 +724,7 @@ class Trainer:
         resumed run takes the same ones, with no state of its own)."""
         st = self.st
         if self._gt_order is None:
-            answers = source_answers(st.source)
+            answers = self._source_answers()
             rows = [r for r in _source_rows(st.source) if r["id"] in answers]
             random.Random(st.seed * 1_000_003 + 97).shuffle(rows)
             self._gt_order = [(r["prompt"], answers[r["id"]]) for r in rows]
