@@ -7,7 +7,11 @@ results to the folder given as its argument, in under 8 minutes on one H200.
   2. step-cost curves: randomly initialised models built from the configs in assets/
      (SmolLM2-135M's and a Llama-7B-class config) in bfloat16: the cost of one forward over k tokens
      on a cached context (cost_curve_<device>_<config>.json; the weights do not change the cost);
-  3. per-step overheads: a short lookahead / PLD / Jacobi run on the random 7B-class model: the share
+  3. the compiled step (decoding/compiled.py; on CUDA one captured CUDA graph per fed and cache size,
+     gpt-fast's approach) against the eager step: greedy methods on it against eager AR (tiny model,
+     float32), the step-cost curves of both and an AR decode on both on the SmolLM2-135M config
+     (compiled_step.json);
+  4. per-step overheads: a short lookahead / PLD / Jacobi run on the random 7B-class model: the share
      of a step spent outside the forward, tokens fed per step (overheads.json).
 
     python scripts/gpu_check.py OUT_DIR                 # on the GPU machine
@@ -105,6 +109,51 @@ def curve(name: str, config: dict, device: str, dtype: torch.dtype, ks: list[int
     return d
 
 
+def _ar_step_ms(lm, p: list[int], new_tokens: int) -> tuple[list[int], float]:
+    tr = decode(lm, p, "ar", {}, new_tokens)
+    return tr.output_ids, 1000 * statistics.median(s.seconds for s in tr.steps if s.seconds > 0)
+
+
+def compiled_step(name: str, config: dict, device: str, dtype: torch.dtype, ks: list[int], context: int, repeats: int,
+                  new_tokens: int, methods: list[tuple[str, dict]]) -> dict:
+    """The compiled step against the eager step: exactness (every method of ``methods`` on the
+    compiled step against eager AR, tiny model, float32), then on ``config`` in ``dtype`` both
+    steps' cost curves and an AR decode's median step (the compiled one after its graphs are built)."""
+    from decoding.compiled import compile_possible
+    from decoding.model import with_step
+    from decoding.perf.measure import measure_curve
+
+    if compile_possible() is not None:
+        return {"config": name, "device": device, "skipped": compile_possible()}
+    eager = build(TINY, device, torch.float32, 0, "tiny-0")
+    comp = with_step(build(TINY, device, torch.float32, 0, "tiny-0"), "compiled")
+    rows = []
+    for i, p in enumerate(prompts(TINY["vocab_size"], 2)):
+        ref = decode(eager, p, "ar", {}, new_tokens, record=False).output_ids
+        for m, params in methods:
+            tr = decode(comp, p, m, params, new_tokens, record=False)
+            rows.append({"prompt": i, "method": m, "step": tr.step, **agreement(tr.output_ids, ref)})
+    lm = build(config, device, dtype, 0, f"random {name}")
+    p = prompts(config["vocab_size"], 1, 96)[0]
+    decode(lm, p, "ar", {}, 4, record=False)  # warm-up
+    e_ids, e_ms = _ar_step_ms(lm, p, new_tokens)
+    e_curve = measure_curve(lm, ks=ks, context=context, repeats=repeats, ar_tokens=0)
+    with_step(lm, "compiled")
+    decode(lm, p, "ar", {}, 4, record=False)  # builds the 1-token graph
+    c_ids, c_ms = _ar_step_ms(lm, p, new_tokens)
+    c_curve = measure_curve(lm, ks=ks, context=context, repeats=repeats, ar_tokens=0)
+    out = {"config": name, "dtype": str(dtype).replace("torch.", ""), "device": device,
+           "cuda_graphs": lm.compiled.cuda, "broken": lm.compiled.broken, "compile_seconds": round(lm.compiled.compile_seconds, 1),
+           "exact_runs": sum(r["first_divergence"] is None for r in rows), "runs": len(rows), "rows": rows,
+           "ar_step_ms": {"eager": e_ms, "compiled": c_ms}, "ar_speedup": e_ms / c_ms,
+           "ar_agreement": agreement(c_ids, e_ids),
+           "curves": {"ks": e_curve.ks, "eager_s": e_curve.seconds, "compiled_s": c_curve.seconds}}
+    del lm
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return out
+
+
 def overheads(name: str, config: dict, device: str, dtype: torch.dtype, new_tokens: int) -> dict:
     lm = build(config, device, dtype, 0, f"random {name}")
     p = prompts(config["vocab_size"], 1, 96)[0]
@@ -144,6 +193,11 @@ def main(argv=None) -> int:
     for name, cfg in configs.items():
         jobs.append((f"curve {name}", lambda name=name, cfg=cfg: curve(name, cfg, a.device, half, ks, 64 if a.small else 512, 2 if a.small else 5),
                      f"cost_curve_{dev_label}_{name}.json"))
+    small = "tiny" if a.small else "smollm2-135m"
+    jobs.insert(1, ("compiled step", lambda: compiled_step(small, configs[small], a.device, half, [1, 2] if a.small else [1, 2, 4, 8, 16, 32],
+                                                           64 if a.small else 512, 2 if a.small else 5, 8 if a.small else 64,
+                                                           [("ar", {}), ("jacobi", {"n": 4})] if a.small else METHODS),
+                    "compiled_step.json"))
     big = "tiny" if a.small else "llama-7b"
     jobs.append(("overheads", lambda: overheads(big, configs[big], a.device, half, 12 if a.small else 48), "overheads.json"))
     for label, job, fname in jobs:

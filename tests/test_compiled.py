@@ -297,3 +297,34 @@ def test_the_compiled_steps_attention_takes_grouped_heads(monkeypatch):
     got, _ = C.gqa_sdpa(attn, q, k, v, mask, scaling=0.25)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_cache_allocated_ahead_is_the_one_the_model_writes():
+    """``init_cache`` (the CUDA path: a static cache allocated outside any captured graph): the
+    layers get the model's KV shape, dtype and device, and a forward writes into those very
+    tensors (no reallocation) the values a lazily allocated cache gets."""
+    from transformers import StaticCache
+
+    lm = tiny_lm("llama", 0)
+    cfg = lm.model.config
+    ahead = StaticCache(config=cfg, max_cache_len=32)
+    C.init_cache(ahead, lm.model)
+    k = ahead.layers[0].keys
+    assert k.shape == (1, cfg.num_key_value_heads, 32, cfg.hidden_size // cfg.num_attention_heads)
+    assert k.dtype == next(lm.model.parameters()).dtype
+    ptr = k.data_ptr()
+    lazy = StaticCache(config=cfg, max_cache_len=32)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        a = lm.model(input_ids=ids, past_key_values=ahead, use_cache=True).logits
+        b = lm.model(input_ids=ids, past_key_values=lazy, use_cache=True).logits
+    assert ahead.layers[0].keys.data_ptr() == ptr
+    assert torch.equal(a, b) and torch.equal(ahead.layers[1].values, lazy.layers[1].values)
+    assert ahead.layers[0].keys[:, :, :4].abs().sum() > 0
+
+
+def test_the_cpu_step_captures_no_cuda_graph():
+    step = CompiledStep(tiny_lm("llama", 0).model)
+    assert not step.cuda
+    out = torch.zeros(1, 3, 5)
+    assert step._out(out, 2).data_ptr() == out.data_ptr()  # a view on the CPU; a copy only on CUDA

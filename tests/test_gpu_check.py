@@ -30,6 +30,12 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path):
     assert {k.split()[1] for k in eq["share"]} == {"float32", "bfloat16"}
     c = json.loads((tmp_path / "cost_curve_cpu_tiny.json").read_text())
     assert c["ks"] == [1, 2, 4, 8] and len(c["seconds"]) == 4 and all(s > 0 for s in c["seconds"])
+    cs = json.loads((tmp_path / "compiled_step.json").read_text())  # the compiled step (CPU: no CUDA graphs)
+    if "skipped" not in cs and not cs["broken"]:
+        assert cs["runs"] == 4 and cs["exact_runs"] == 4 and {r["step"] for r in cs["rows"]} == {"compiled"}
+        assert cs["cuda_graphs"] is False and cs["ar_agreement"]["first_divergence"] is None
+        assert cs["curves"]["ks"] == [1, 2] and all(s > 0 for s in cs["curves"]["eager_s"] + cs["curves"]["compiled_s"])
+        assert cs["ar_step_ms"]["compiled"] > 0 and cs["ar_speedup"] > 0
     ov = json.loads((tmp_path / "overheads.json").read_text())["methods"]
     assert set(ov) == {"ar", "lookahead", "pld", "jacobi"} and 0 <= ov["lookahead"]["overhead_share_median"] < 1
 
