@@ -50,31 +50,42 @@ st.caption(f"Prompt{' (chat)' if base.chat else ''}: {ui.md(prompt if len(prompt
 
 
 def campaign_runs() -> list[dict]:
-    """The campaign's training runs with a learning curve (cllm.campaign.list_runs); [] if none."""
-    from cllm.campaign import list_runs
+    """The training runs with a learning curve of every campaign folder (data/cllm, then data/cllm-*:
+    cllm.campaign.campaign_folders, list_runs), each with its folder and whose trajectories it
+    trains on (the campaign's teacher); [] if none."""
+    from cllm.campaign import campaign_folders, list_runs, open_campaign
+    from decoding.io import UsageError
 
-    try:
-        return list_runs(str(ui.ROOT / "data" / "cllm"))
-    except (OSError, ValueError):
-        return []
+    out = []
+    for root in campaign_folders(str(ui.ROOT / "data")):
+        try:
+            teacher = open_campaign(str(root)).settings.teacher
+            out += [{**r, "root": str(root), "folder": root.name, "teacher": teacher} for r in list_runs(str(root))]
+        except (OSError, ValueError, UsageError):
+            continue
+    return out
 
 
 def run_label(r: dict) -> str:
-    """A run's name, its recipe (the settings it changed) and the run it started from."""
+    """A run's folder and name, its recipe (the settings it changed), the run it started from, and
+    whose trajectories it trains on where they are its own."""
     recipe = ", ".join(f"{k} {v}" for k, v in r["recipe"].items())
     what = "recipe A (the manifest's settings)" if r["run"] == "run" else (recipe or "the manifest's settings")
+    if r.get("teacher") == "student":
+        what += ", on its own trajectories (on-policy)"
     last = r.get("last") or {}
     latest = (f" ({last['jacobi_tokens_per_step']:.3f} tokens/step at {last.get('items_seen', 0):,} items)"
               if "jacobi_tokens_per_step" in last else "")
-    return f"{r['run']}: {what}" + (f", continuing {r['from']}" if r["from"] else "") + latest
+    where = "" if r.get("folder", "cllm") == "cllm" else f"{r['folder']}/"
+    return f"{where}{r['run']}: {what}" + (f", continuing {r['from']}" if r["from"] else "") + latest
 
 
-def campaign_curve_rows(run: str = "run") -> list[dict]:
-    """The learning curve of one of the campaign's runs (data/cllm/RUN/curve.jsonl); [] if none."""
+def campaign_curve_rows(root: str, run: str = "run") -> list[dict]:
+    """The learning curve of one campaign run (ROOT/RUN/curve.jsonl); [] if none."""
     from cllm.campaign import read_curve
 
     try:
-        return read_curve(str(ui.ROOT / "data" / "cllm"), run)
+        return read_curve(root, run)
     except (OSError, ValueError):
         return []
 
@@ -159,18 +170,19 @@ if meta:
 
 st.subheader("The campaign: training on GSM8K, a learning curve")
 st.markdown("The consistency LLM is trained by a long campaign of short resumable runs (`python -m cllm campaign run`): "
-            "Jacobi trajectories of the base model on GSM8K training problems, collected in shards, then LoRA training "
+            "Jacobi trajectories of the base model on GSM8K training problems (in an on-policy campaign, of the CLLM "
+            "itself as it trains), collected in shards, then LoRA training "
             "(global consistency + AR loss). After every few hundred items the CLLM decodes held-out GSM8K test "
             "problems: if consistency training works, its Jacobi **tokens per step** rise above the base's while its "
             "answers stay as good (accuracy, the base's perplexity of them).")
 runs = campaign_runs()
-chosen = "run"
+chosen = runs[0] if runs else {"root": str(ui.ROOT / "data" / "cllm"), "run": "run"}
 if len(runs) > 1:
-    labels = {run_label(r): r["run"] for r in runs}
+    labels = {run_label(r): r for r in runs}
     furthest = max(range(len(runs)), key=lambda i: (runs[i]["last"].get("items_seen", 0), -i))
     chosen = labels[st.selectbox("Training run (recipes are compared on the same shards; the furthest trained first)",
                                  list(labels), index=furthest, key="cllm_campaign_run")]
-curve = campaign_curve_rows(chosen)
+curve = campaign_curve_rows(chosen["root"], chosen["run"])
 ui.chart(vc.campaign_curve, curve, key="cllm_campaign")
 if curve:
     last = curve[-1]

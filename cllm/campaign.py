@@ -445,6 +445,14 @@ def read_curve(root: str, run: str = RUN) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
+def campaign_folders(data: str) -> list[Path]:
+    """The campaign folders under ``data``: ``cllm`` (the main one) first, then every ``cllm-*``
+    with a manifest (another campaign: e.g. ``cllm-op``, taught by its student), by name."""
+    d = Path(data)
+    others = sorted(p for p in d.glob("cllm-*") if (p / MANIFEST).is_file())
+    return ([d / "cllm"] if (d / "cllm" / MANIFEST).is_file() else []) + others
+
+
 def list_runs(root: str) -> list[dict[str, Any]]:
     """The campaign folder's training runs that have a learning curve: the main run first, then the
     recipe runs by name, each with its recipe (the training settings it changed), the run it started

@@ -287,6 +287,7 @@ def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
     curves = {"run": [point(0, 1.08), point(384, 1.15)], "run-a2": [point(0, 1.08), point(4096, 1.41)]}
     runs = [{"run": "run", "recipe": {}, "from": "", "last": curves["run"][-1]},
             {"run": "run-a2", "recipe": {"epochs": 2, "decay_steps": 1187}, "from": "run", "last": curves["run-a2"][-1]}]
+    monkeypatch.setattr(cp, "campaign_folders", lambda data: [ROOT / "data" / "cllm"])
     monkeypatch.setattr(cp, "list_runs", lambda root: runs)
     monkeypatch.setattr(cp, "read_curve", lambda root, run="run": curves[run])
     at = fresh()
@@ -303,3 +304,31 @@ def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
     assert any("384 items trained" in c.value for c in at.caption)
     title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
     assert "384 items" in title
+
+
+def test_page_lists_the_runs_of_every_campaign_folder(monkeypatch, tmp_path):
+    """A second campaign folder (data/cllm-*: e.g. the on-policy one) adds its runs, named by folder
+    and teacher; choosing one draws that folder's curve."""
+    from cllm import campaign as cp
+
+    main, op = tmp_path / "cllm", tmp_path / "cllm-op"
+    cp.open_campaign(str(main), cp.Settings(), create=True)
+    cp.open_campaign(str(op), cp.Settings(teacher="student"), create=True)
+    (tmp_path / "cllm-empty").mkdir()  # no manifest: not a campaign
+    assert cp.campaign_folders(str(tmp_path)) == [main, op]
+    point = lambda items, tps: {"step": items // 4, "items_seen": items, "jacobi_tokens_per_step": tps,
+                                "base_jacobi_tokens_per_step": 1.08, "prompts": 16, "date": "2026-12-03 11:00"}
+    curves = {(str(main), "run-d2"): [point(7200, 1.357)], (str(op), "run-op"): [point(7200, 1.357), point(8000, 1.5)]}
+    monkeypatch.setattr(cp, "campaign_folders", lambda data: [main, op])
+    monkeypatch.setattr(cp, "list_runs", lambda root: [{"run": r, "recipe": {}, "from": "", "last": c[-1]}
+                                                      for (f, r), c in curves.items() if f == root])
+    monkeypatch.setattr(cp, "read_curve", lambda root, run="run": curves[(root, run)])
+    at = fresh()
+    assert not at.exception, [e.value for e in at.exception]
+    sb = at.selectbox(key="cllm_campaign_run")
+    assert sb.options == ["run-d2: the manifest's settings (1.357 tokens/step at 7,200 items)",
+                          "cllm-op/run-op: the manifest's settings, on its own trajectories (on-policy) "
+                          "(1.500 tokens/step at 8,000 items)"]
+    assert sb.value == sb.options[1] and any("8,000 items trained" in c.value for c in at.caption)
+    sb.select(sb.options[0]).run()
+    assert not at.exception and any("7,200 items trained" in c.value for c in at.caption)
