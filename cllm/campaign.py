@@ -802,7 +802,7 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
     step = (state or meta)["step"]
     origin.write_text(json.dumps({"from": source, "step": step, "items_seen": (state or meta)["items_seen"],
                                   **({"lora_r_from": r_old} if grow else {}),
-                                  **({"campaign": str(src.resolve().parent)} if foreign else {})}) + "\n")
+                                  **({"campaign": str(src.parent)} if foreign else {})}) + "\n")
     say(f"run {c.run} starts from run {source} at step {step}")
     return True
 
@@ -909,7 +909,7 @@ def _curve(tr: Trainer, held: list[dict], say) -> None:
 
 def _check_teacher(c: Campaign) -> None:
     """A student-taught campaign's shards are one run's own trajectories: another run would train on
-    a model's that it is not."""
+    the trajectories of a model that it is not."""
     if c.settings.teacher != "student":
         return
     others = {s["teacher"]["run"] for s in c.shards if isinstance(s.get("teacher"), dict)} - {c.run}
