@@ -298,9 +298,11 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
                   teacher: str | dict = "base") -> dict | None:
     """Collect the next shard with batched Jacobi (``cllm.batch``) on ``lm`` as it is; its manifest
     entry (``teacher`` says whose trajectories: "base" or the student's run and step) when it is
-    finished, None when ``stop()`` cut it (the partial file keeps every prompt done so far) or the
+    finished; a student's degenerate answers (``cllm.evaluate.degenerate``: a repetition loop) give
+    no items, since training on its own loops makes it loop more (the entry counts them), None when ``stop()`` cut it (the partial file keeps every prompt done so far) or the
     source has no prompts left."""
     from .batch import BatchedJacobi, Lane
+    from .evaluate import degenerate
 
     st, k = c.settings, len(c.shards)
     rows = shard_rows(c, k)
@@ -326,6 +328,8 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
             while order and order[0] in ready:  # write in source order: a resumed shard equals an uncut one
                 w = ready.pop(order.pop(0))
                 got = w.items(w.row["category"], st.chat, lm.model_id)
+                if teacher != "base" and degenerate(w.output):  # a student's repetition loop: the collapse guard
+                    got = []
                 f.write("".join(json.dumps(d) + "\n" for d in got))
                 stats["items"] += len(got)
                 f.flush()
@@ -337,21 +341,55 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
         say(f"shard {k}: {len(done)}/{len(rows)} prompts collected ({secs:.0f} s this run); run again to go on")
         return None
     lines = part.read_text(encoding="utf-8").splitlines(keepends=True)
+    out = _write_shard(c, k, lines)
+    entry = _shard_entry(k, rows, [json.loads(x) for x in lines], out, teacher)
+    c.shards.append(entry)
+    save_manifest(c)
+    part.unlink()
+    say(f"shard {k}: {len(rows)} prompts, {entry['items']} items -> {out}; this run collected {len(todo)} prompts, "
+        f"{stats['items']} items, {stats['tokens']} tokens in {stats['steps']} steps "
+        f"({secs:.0f} s, {secs / max(1, stats['items']):.2f} s/item)")
+    return entry
+
+
+def _shard_entry(k: int, rows: list[dict], items: list[dict], out: Path, teacher: str | dict) -> dict:
+    """A finished shard's manifest entry (a student's shard counts the degenerate answers it dropped)."""
+    dropped = len({r["id"] for r in rows} - {d["prompt_id"] for d in items})
+    return {"shard": k, "file": f"{SHARDS}/{out.name}", "prompt_ids": [r["id"] for r in rows], "items": len(items),
+            **({"dropped_degenerate": dropped} if teacher != "base" else {}),
+            "answer_tokens": sum(len(d["fixed_point"]) for d in items),
+            "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d"), "teacher": teacher}
+
+
+def _write_shard(c: Campaign, k: int, lines: list[str]) -> Path:
+    """Shard ``k``'s file from its JSON lines (deterministic gzip: the same lines, the same bytes)."""
     (c.root / SHARDS).mkdir(parents=True, exist_ok=True)
     out = c.root / SHARDS / f"shard-{k:05d}.jsonl.gz"
     with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
         gz.write("".join(lines).encode("utf-8"))
-    items = [json.loads(x) for x in lines]
-    entry = {"shard": k, "file": f"{SHARDS}/{out.name}", "prompt_ids": [r["id"] for r in rows], "items": len(items),
-             "answer_tokens": sum(len(d["fixed_point"]) for d in items),
-             "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d"), "teacher": teacher}
-    c.shards.append(entry)
+    return out
+
+
+def guard_shards(c: Campaign) -> int:
+    """Apply the collapse guard of ``collect_shard`` to a student's shards collected before it
+    existed: the items of its degenerate answers removed, the file and manifest entry rewritten
+    (idempotent). The number of answers dropped."""
+    from .evaluate import degenerate
+
+    total = 0
+    for k, e in enumerate(c.shards):
+        if e.get("teacher", "base") == "base":
+            continue
+        items = read_shard(c, k)
+        keep = [d for d in items if not degenerate(d["answer_ids"])]
+        dropped = len({d["prompt_id"] for d in items} - {d["prompt_id"] for d in keep})
+        if dropped:
+            out = _write_shard(c, k, [json.dumps(d) + "\n" for d in keep])
+            e.update(items=len(keep), answer_tokens=sum(len(d["fixed_point"]) for d in keep), sha256=_sha(out),
+                     bytes=out.stat().st_size, dropped_degenerate=e.get("dropped_degenerate", 0) + dropped)
+            total += dropped
     save_manifest(c)
-    part.unlink()
-    say(f"shard {k}: {len(rows)} prompts, {len(items)} items -> {out}; this run collected {len(todo)} prompts, "
-        f"{stats['items']} items, {stats['tokens']} tokens in {stats['steps']} steps "
-        f"({secs:.0f} s, {secs / max(1, stats['items']):.2f} s/item)")
-    return entry
+    return total
 
 
 # --- the learning curve ---------------------------------------------------------------------------

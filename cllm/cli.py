@@ -92,8 +92,9 @@ def build_parser() -> Parser:
                    "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
                    "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
     g = sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)")
-    g.add_argument("action", choices=["run", "status", "export"], help="run: go on for --minutes; status: where it "
-                   "stands; export: write --run's saved weights as an adapter folder (--out)")
+    g.add_argument("action", choices=["run", "status", "export", "guard"], help="run: go on for --minutes; status: where it "
+                   "stands; export: write --run's saved weights as an adapter folder (--out); guard: drop a student's "
+                   "degenerate answers from its shards collected before the collapse guard")
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
     g.add_argument("--minutes", type=float, default=60.0, help="how long this run goes on (it stops cleanly, saved)")
@@ -137,6 +138,12 @@ def cmd_campaign(a) -> int:
         print(f"{len(c.shards)} shards, {c.items} items, run {c.run}, settings: {c.settings}")
         for p in read_curve(a.dir, c.run)[-5:]:
             print(json.dumps(p))
+        return 0
+    if a.action == "guard":
+        from .campaign import guard_shards
+
+        c = open_campaign(a.dir)
+        print(f"{guard_shards(c)} degenerate answers dropped from {a.dir}'s shards (now {c.items} items)")
         return 0
     if a.action == "export":
         if not a.out:

@@ -4,6 +4,7 @@ the learning curve; on a tiny random model (no bundled model, a few seconds)."""
 import gzip
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -451,11 +452,12 @@ def test_gt_per_step_takes_the_whole_sources_answers_in_one_order_across_resumes
     assert again.step == 4 and again._gt_pairs() == t._gt_pairs()
 
 
-def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, tmp_path):
+def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, tmp_path, monkeypatch):
     """teacher=student: a shard holds the Jacobi trajectories of the adapter being trained as it
     stands (on-policy), its manifest entry names the run and step; no other run may train on them.
     A base-taught campaign's entry says base."""
-    assert cp.collect_shard(camp, _lm(), say=lambda m: None)["teacher"] == "base"
+    base_entry = cp.collect_shard(camp, _lm(), say=lambda m: None)
+    assert base_entry["teacher"] == "base" and "dropped_degenerate" not in base_entry
     s = cp.open_campaign(str(tmp_path / "s"), replace(camp.settings, teacher="student"), create=True)
     tr, slm = cp._trainer(s, _lm(), lambda m: None)
     g = torch.Generator().manual_seed(1)
@@ -482,6 +484,22 @@ def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, 
     student = items(False)
     assert cp.read_shard(s, 0) == student
     assert [d["fixed_point"] for d in student] != [d["fixed_point"] for d in items(True)]  # not the base's
+    assert e["dropped_degenerate"] == 0
+    # the collapse guard: a student's degenerate answer (a repetition loop) gives no items
+    ev = sys.modules["cllm.evaluate"]  # the module (the package exports a function of that name)
+    calls = []
+    monkeypatch.setattr(ev, "degenerate", lambda ids: calls.append(ids) or len(calls) == 2)  # the 2nd prompt's
+    s2 = cp.open_campaign(str(tmp_path / "s2"), replace(camp.settings, teacher="student"), create=True)
+    e2 = cp._collect_next(s2, tr, slm, lambda m: None, lambda: False)
+    assert len(calls) == 3 and e2["dropped_degenerate"] == 1
+    assert cp.read_shard(s2, 0) == [d for d in student if d["prompt_id"] != "2"]
+    # the same guard on a shard collected before it (the first campaign s): rewritten, counted, idempotent
+    calls.clear()
+    monkeypatch.setattr(ev, "degenerate", lambda ids: ids == student[-1]["answer_ids"])  # the 3rd prompt's
+    assert cp.guard_shards(s) == 1 and cp.guard_shards(s) == 0
+    s = cp.open_campaign(str(s.root))
+    assert cp.read_shard(s, 0) == [d for d in student if d["prompt_id"] != "3"]
+    assert s.shards[0]["dropped_degenerate"] == 1 and s.shards[0]["items"] == len(cp.read_shard(s, 0))
     cp._check_teacher(s)
     with pytest.raises(UsageError, match="trajectories of run run"):
         cp._check_teacher(cp.use_recipe(s, "run-x"))
