@@ -186,6 +186,7 @@ class Run:
             t, built = time.perf_counter(), self.stepper.compile_seconds
             logits = self.stepper.forward(self.cache, [self.cur] + prop.tokens,
                                           prop.offsets if prop.mask is not None else None, prop.mask, self.past)
+            self._sync()  # a CUDA replay returns before it ends
             if prop.logit_rows is not None:
                 logits = logits[prop.logit_rows]
             built = self.stepper.compile_seconds - built  # a graph built in this step: not decoding time
