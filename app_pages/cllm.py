@@ -188,7 +188,12 @@ if curve:
     last = curve[-1]
     st.caption(f"Latest point ({style.esc(str(last.get('date', '')))}): {last['items_seen']:,} items trained, CLLM "
                f"{last['jacobi_tokens_per_step']:.3f} vs base {last.get('base_jacobi_tokens_per_step', 0):.3f} tokens/step "
-               f"on {last.get('prompts')} held-out problems. The campaign is under way: see docs/benchmarks.md.")
+               f"on {last.get('prompts')} held-out problems"
+               + (f"; without the CLLM's {last['prompts'] - last['clean_prompts']} degenerate answers "
+                  f"{last['clean_jacobi_tokens_per_step']:.3f} vs base {last.get('clean_base_jacobi_tokens_per_step', 0):.3f} "
+                  f"on the other {last['clean_prompts']} (a repetition loop is the easiest text to fast-forward)"
+                  if last.get("clean_prompts") and last.get("prompts") else "")
+               + ". The campaign is under way: see docs/benchmarks.md.")
 
 st.subheader("The training objective, drawn")
 st.markdown("The CLLM learns from the base model's Jacobi trajectories. On one of them (a block of the base trace "

@@ -425,16 +425,36 @@ def heldout_rows(c: Campaign) -> list[dict]:
     return rows[:st.curve_prompts]
 
 
-def jacobi_answers(lm, prompts: list[list[int]], st: Settings) -> tuple[list[list[int]], int, int]:
-    """Greedy answers of ``lm`` by batched Jacobi (they are its greedy AR answers), with the tokens
-    committed by steps and the steps (their ratio: Jacobi tokens/step)."""
+def jacobi_lanes(lm, prompts: list[list[int]], st: Settings) -> list[tuple[list[int], int, int]]:
+    """Per prompt: the greedy answer of ``lm`` by batched Jacobi (its greedy AR answer), the tokens
+    its steps committed and its steps."""
     from .batch import BatchedJacobi, Lane
 
     eos = set(lm.eos_token_ids)
     lanes = [Lane({"id": str(i)}, p, st.n, st.max_new_tokens, eos, st.seed) for i, p in enumerate(prompts)]
     for _ in BatchedJacobi(lm, st.n, st.max_new_tokens, st.seed, st.lanes).run(lanes):
         pass
-    return [ln.output for ln in lanes], sum(len(ln.output) - 1 for ln in lanes), sum(ln.steps for ln in lanes)
+    return [(ln.output, len(ln.output) - 1, ln.steps) for ln in lanes]
+
+
+def jacobi_answers(lm, prompts: list[list[int]], st: Settings) -> tuple[list[list[int]], int, int]:
+    """Greedy answers of ``lm`` by batched Jacobi (they are its greedy AR answers), with the tokens
+    committed by steps and the steps (their ratio: Jacobi tokens/step)."""
+    got = jacobi_lanes(lm, prompts, st)
+    return [a for a, _, _ in got], sum(t for _, t, _ in got), sum(s for _, _, s in got)
+
+
+def clean_rates(answers: list[list[int]], lanes: list[list[int]], base_lanes: list[list[int]]) -> dict[str, Any]:
+    """Jacobi tokens/step without the degenerate answers (a repetition loop is the easiest text to
+    fast-forward, so a model that loops more shows a higher tokens/step that is no gain): the model's
+    on its non-degenerate answers, the base's on the same problems, and how many problems that is.
+    ``lanes`` / ``base_lanes``: per problem [tokens, steps]."""
+    from .evaluate import degenerate
+
+    keep = [i for i, a in enumerate(answers) if not degenerate(a)]
+    rate = lambda ls: round(sum(ls[i][0] for i in keep) / max(1, sum(ls[i][1] for i in keep)), 4)
+    return {"clean_prompts": len(keep), "clean_jacobi_tokens_per_step": rate(lanes),
+            "clean_base_jacobi_tokens_per_step": rate(base_lanes)}
 
 
 def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], untrained: bool = False) -> dict[str, Any]:
@@ -449,30 +469,35 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
     prompts = [lm.encode(r["prompt"], chat=st.chat) for r in rows]
     base_file = c.root / RUN / "base_eval.json"  # the base model's side: the same for every recipe
     base = json.loads(base_file.read_text()) if base_file.is_file() else None
-    if base is None or base.get("ids") != [r["id"] for r in rows]:
+    if base is None or base.get("ids") != [r["id"] for r in rows] or "lanes" not in base:
         with base_off():
-            answers, toks, steps = jacobi_answers(lm, prompts, st)
+            got = jacobi_lanes(lm, prompts, st)
+            answers = [a for a, _, _ in got]
             nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
-        base = {"ids": [r["id"] for r in rows], "answers": answers, "nll": nll, "tokens": toks, "steps": steps}
+        base = {"ids": [r["id"] for r in rows], "answers": answers, "nll": nll, "tokens": sum(t for _, t, _ in got),
+                "steps": sum(s for _, _, s in got), "lanes": [[t, s] for _, t, s in got]}
         base_file.parent.mkdir(parents=True, exist_ok=True)
         base_file.write_text(json.dumps(base) + "\n")
     if untrained:
-        answers, toks, steps, nll = base["answers"], base["tokens"], base["steps"], [tuple(x) for x in base["nll"]]
+        answers, lanes, nll = base["answers"], base["lanes"], [tuple(x) for x in base["nll"]]
     else:
-        answers, toks, steps = jacobi_answers(lm, prompts, st)
+        got = jacobi_lanes(lm, prompts, st)
+        answers, lanes = [a for a, _, _ in got], [[t, s] for _, t, s in got]
         with base_off():
             nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
     ppl = lambda pairs: math.exp(sum(x for x, _ in pairs) / max(1, sum(k for _, k in pairs)))
     correct = lambda ans: sum(final_number(lm.tokenizer.decode(a, skip_special_tokens=True)) == r["reference"]
                               for a, r in zip(ans, rows)) / len(rows)
     d = [drift(b, a) for b, a in zip(base["answers"], answers)]
+    toks, steps = sum(t for t, _ in lanes), sum(s for _, s in lanes)
     return {"prompts": len(rows), "jacobi_tokens_per_step": round(toks / max(1, steps), 4),
             "base_jacobi_tokens_per_step": round(base["tokens"] / max(1, base["steps"]), 4),
             "accuracy": round(correct(answers), 4), "base_accuracy": round(correct(base["answers"]), 4),
             "identical_share": round(sum(x["identical_share"] for x in d) / len(d), 4),
             "base_ppl_cllm": round(ppl(nll), 4), "base_ppl_base": round(ppl([tuple(x) for x in base["nll"]]), 4),
             "degenerate_share": round(sum(degenerate(a) for a in answers) / len(rows), 4),
-            "base_degenerate_share": round(sum(degenerate(a) for a in base["answers"]) / len(rows), 4)}
+            "base_degenerate_share": round(sum(degenerate(a) for a in base["answers"]) / len(rows), 4),
+            **clean_rates(answers, lanes, base["lanes"])}
 
 
 def read_curve(root: str, run: str = RUN) -> list[dict]:

@@ -275,6 +275,17 @@ def test_campaign_curve_draws_cllm_base_target_and_the_perplexity_ratio():
     assert "256 items" in fig.layout.title.text and "10 min" in fig.layout.title.text
     assert "No learning curve" in vc.campaign_curve([]).layout.annotations[0].text
     assert rows[0].get("ppl_ratio") is None  # the input rows are not changed
+    assert not [d for d in fig.data if "degenerate" in (d.name or "")]  # no point measured it: no such line
+
+
+def test_campaign_curve_draws_the_cllm_without_its_degenerate_answers_where_measured():
+    old = {"items_seen": 0, "prompts": 16, "jacobi_tokens_per_step": 1.1, "base_jacobi_tokens_per_step": 1.1}
+    new = {"items_seen": 800, "prompts": 16, "jacobi_tokens_per_step": 1.6, "base_jacobi_tokens_per_step": 1.1,
+           "clean_prompts": 11, "clean_jacobi_tokens_per_step": 1.45, "clean_base_jacobi_tokens_per_step": 1.08}
+    fig = vc.campaign_curve([old, new])
+    clean = [d for d in fig.data if d.name == "CLLM without its degenerate answers"]
+    assert len(clean) == 1 and list(clean[0].x) == [800] and list(clean[0].y) == [1.45]
+    assert list(clean[0].customdata[0]) == [11, 16, 1.08]
 
 
 def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
@@ -284,7 +295,9 @@ def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
 
     point = lambda items, tps: {"step": items // 4, "items_seen": items, "jacobi_tokens_per_step": tps,
                                 "base_jacobi_tokens_per_step": 1.08, "prompts": 16, "date": "2026-12-02 01:00"}
-    curves = {"run": [point(0, 1.08), point(384, 1.15)], "run-a2": [point(0, 1.08), point(4096, 1.41)]}
+    curves = {"run": [point(0, 1.08), point(384, 1.15)],
+              "run-a2": [point(0, 1.08), {**point(4096, 1.41), "clean_prompts": 13, "clean_jacobi_tokens_per_step": 1.3,
+                                          "clean_base_jacobi_tokens_per_step": 1.07}]}
     runs = [{"run": "run", "recipe": {}, "from": "", "last": curves["run"][-1]},
             {"run": "run-a2", "recipe": {"epochs": 2, "decay_steps": 1187}, "from": "run", "last": curves["run-a2"][-1]}]
     monkeypatch.setattr(cp, "campaign_folders", lambda data: [ROOT / "data" / "cllm"])
@@ -297,11 +310,13 @@ def test_page_compares_the_campaigns_recipe_runs(monkeypatch):
                           "run-a2: epochs 2, decay_steps 1187, continuing run (1.410 tokens/step at 4,096 items)"]
     assert sb.value == sb.options[1]  # the furthest trained run opens
     assert any("4,096 items trained" in c.value and "1.410" in c.value for c in at.caption)
+    assert any("without the CLLM's 3 degenerate answers 1.300 vs base 1.070 on the other 13" in c.value for c in at.caption)
     title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
     assert "4,096 items" in title
     sb.select(sb.options[0]).run()
     assert not at.exception
     assert any("384 items trained" in c.value for c in at.caption)
+    assert not any("degenerate answers" in c.value for c in at.caption)  # that point did not measure it
     title = json.loads(at.get("plotly_chart")[3].proto.spec)["layout"]["title"]["text"]
     assert "384 items" in title
 

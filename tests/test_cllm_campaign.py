@@ -191,14 +191,30 @@ def test_run_collects_trains_and_draws_the_curve(camp):
     curve = cp.read_curve(str(camp.root))
     assert curve[0]["items_seen"] == 0 and curve[0]["jacobi_tokens_per_step"] == curve[0]["base_jacobi_tokens_per_step"]
     assert len(curve) >= 2 and curve[-1]["items_seen"] >= 4
-    for k in ("accuracy", "base_accuracy", "identical_share", "base_ppl_cllm", "base_ppl_base", "degenerate_share"):
+    for k in ("accuracy", "base_accuracy", "identical_share", "base_ppl_cllm", "base_ppl_base", "degenerate_share",
+              "clean_prompts", "clean_jacobi_tokens_per_step", "clean_base_jacobi_tokens_per_step"):
         assert k in curve[-1]
+    assert curve[0]["clean_jacobi_tokens_per_step"] == curve[0]["clean_base_jacobi_tokens_per_step"]  # untrained: the base
+    base = json.loads((camp.root / "run" / "base_eval.json").read_text())
+    assert [t for t, _ in base["lanes"]] == [len(a) - 1 for a in base["answers"]]
+    assert sum(s for _, s in base["lanes"]) == base["steps"]
     metrics = [json.loads(x) for x in (camp.root / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 6))
     # a second run goes on from step 5
     cp.run(str(camp.root), minutes=5, eval_every=100, save_every=2, say=said.append, base=_lm(), max_steps=2)
     metrics = [json.loads(x) for x in (camp.root / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 8))
+
+
+def test_clean_rates_leave_out_the_degenerate_answers_on_both_sides():
+    loop = [7, 8] * 40  # a repetition loop: cllm.evaluate.degenerate
+    fine = list(range(100, 180))
+    answers = [fine, loop, fine[:40]]
+    lanes, base_lanes = [[80, 20], [80, 5], [40, 10]], [[80, 70], [80, 75], [40, 38]]
+    got = cp.clean_rates(answers, lanes, base_lanes)
+    assert got == {"clean_prompts": 2, "clean_jacobi_tokens_per_step": round(120 / 30, 4),
+                   "clean_base_jacobi_tokens_per_step": round(120 / 108, 4)}
+    assert cp.clean_rates([loop], [[80, 5]], [[80, 75]])["clean_jacobi_tokens_per_step"] == 0.0  # none left: 0, no error
 
 
 def test_int8_rows_round_trip_within_half_a_step():

@@ -269,10 +269,26 @@ CURVE_PANELS = (  # (row key, base key, panel title, target line or None)
 )
 
 
+def _clean_trace(fig: go.Figure, rows: list[dict]) -> None:
+    """The CLLM's tokens/step without its degenerate answers (points that measured it: a loop is the
+    easiest text to fast-forward, so the full figure can rise with no gain), the base's on the same
+    problems in the hover."""
+    pts = [r for r in rows if isinstance(r.get("clean_jacobi_tokens_per_step"), (int, float)) and r.get("clean_prompts")]
+    if not pts:
+        return
+    fig.add_trace(go.Scatter(
+        x=[r["items_seen"] for r in pts], y=[r["clean_jacobi_tokens_per_step"] for r in pts], mode="lines+markers",
+        name="CLLM without its degenerate answers", line=dict(color=VERMILLION, width=2, dash="dash"),
+        marker=dict(symbol="diamond-open", size=9),
+        customdata=[[r["clean_prompts"], r.get("prompts", 0), r.get("clean_base_jacobi_tokens_per_step", 0)] for r in pts],
+        hovertemplate="%{x} items<br>%{y:.3f} tokens/step on %{customdata[0]} of %{customdata[1]} problems"
+                      "<br>(base on those: %{customdata[2]:.3f})<extra>CLLM, no loops</extra>"), 1, 1)
+
+
 def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
     """The campaign's learning curve (``cllm.campaign.read_curve``): per point on the held-out
     problems, the CLLM's Jacobi tokens/step against the base's (and the target: ``target_ratio``
-    times the base), accuracy against the base's, the share of the base's tokens kept, and the
+    times the base; where measured, also without the CLLM's degenerate answers), accuracy against the base's, the share of the base's tokens kept, and the
     base's perplexity of the CLLM's answers over that of its own (target <= 1.3); x = items trained."""
     from plotly.subplots import make_subplots
 
@@ -297,6 +313,7 @@ def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
                                      line=dict(color=BLUE, width=2, dash="dash"), showlegend=i == 0, legendgroup="base",
                                      hovertemplate="%{y:.3f}<extra>base</extra>"), rr, cc)
         if i == 0:
+            _clean_trace(fig, rows)
             fig.add_trace(go.Scatter(x=x, y=[target_ratio * (r.get(base_key) or 0) for r in rows], mode="lines",
                                      name=f"target: {target_ratio}x the base", line=dict(color=GREY, width=2, dash="dot"),
                                      hovertemplate="%{y:.3f}<extra>target</extra>"), rr, cc)
