@@ -388,7 +388,8 @@ def guard_shards(c: Campaign) -> int:
             e.update(items=len(keep), answer_tokens=sum(len(d["fixed_point"]) for d in keep), sha256=_sha(out),
                      bytes=out.stat().st_size, dropped_degenerate=e.get("dropped_degenerate", 0) + dropped)
             total += dropped
-    save_manifest(c)
+    if total:  # nothing dropped: the manifest is left as it is
+        save_manifest(c)
     return total
 
 

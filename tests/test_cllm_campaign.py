@@ -512,7 +512,9 @@ def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, 
     # the same guard on a shard collected before it (the first campaign s): rewritten, counted, idempotent
     calls.clear()
     monkeypatch.setattr(ev, "degenerate", lambda ids: ids == student[-1]["answer_ids"])  # the 3rd prompt's
-    assert cp.guard_shards(s) == 1 and cp.guard_shards(s) == 0
+    assert cp.guard_shards(s) == 1
+    (s.root / cp.MANIFEST).write_text((s.root / cp.MANIFEST).read_text() + " ")  # a mark a rewrite would remove
+    assert cp.guard_shards(s) == 0 and (s.root / cp.MANIFEST).read_text().endswith(" ")  # nothing dropped: untouched
     s = cp.open_campaign(str(s.root))
     assert cp.read_shard(s, 0) == [d for d in student if d["prompt_id"] != "3"]
     assert s.shards[0]["dropped_degenerate"] == 1 and s.shards[0]["items"] == len(cp.read_shard(s, 0))
