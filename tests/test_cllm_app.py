@@ -275,7 +275,7 @@ def test_campaign_curve_draws_cllm_base_target_and_the_perplexity_ratio():
     assert "256 items" in fig.layout.title.text and "10 min" in fig.layout.title.text
     assert "No learning curve" in vc.campaign_curve([]).layout.annotations[0].text
     assert rows[0].get("ppl_ratio") is None  # the input rows are not changed
-    assert not [d for d in fig.data if "degenerate" in (d.name or "")]  # no point measured it: no such line
+    assert not [d for d in fig.data if "degenerate" in (d.name or "")]  # no point measured them: no such lines
 
 
 def test_campaign_curve_draws_the_cllm_without_its_degenerate_answers_where_measured():
@@ -286,6 +286,11 @@ def test_campaign_curve_draws_the_cllm_without_its_degenerate_answers_where_meas
     clean = [d for d in fig.data if d.name == "CLLM without its degenerate answers"]
     assert len(clean) == 1 and list(clean[0].x) == [800] and list(clean[0].y) == [1.45]
     assert list(clean[0].customdata[0]) == [11, 16, 1.08]
+    new.update(degenerate_share=0.3125, base_degenerate_share=0.0)
+    fig = vc.campaign_curve([old, new])
+    loops = {d.name: list(d.y) for d in fig.data if "degenerate answers" in (d.name or "") and d.name.endswith("answers")
+             and ":" in d.name}
+    assert loops == {"CLLM: degenerate answers": [None, 0.3125], "base: degenerate answers": [None, 0.0]}
 
 
 def test_page_compares_the_campaigns_recipe_runs(monkeypatch):

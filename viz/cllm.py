@@ -264,7 +264,7 @@ def objective_figure(obj: dict | None, model: str = "cllm", local_weight: float 
 CURVE_PANELS = (  # (row key, base key, panel title, target line or None)
     ("jacobi_tokens_per_step", "base_jacobi_tokens_per_step", "Jacobi tokens per step (n = 16)", None),
     ("accuracy", "base_accuracy", "answer accuracy (final number)", None),
-    ("identical_share", None, "same tokens as the base's answer", None),
+    ("identical_share", None, "shares: base's tokens kept; degenerate answers", None),
     ("ppl_ratio", None, "base perplexity of the answers: CLLM's / base's own", 1.3),
 )
 
@@ -285,11 +285,25 @@ def _clean_trace(fig: go.Figure, rows: list[dict]) -> None:
                       "<br>(base on those: %{customdata[2]:.3f})<extra>CLLM, no loops</extra>"), 1, 1)
 
 
+def _degenerate_traces(fig: go.Figure, rows: list[dict], x: list[int]) -> None:
+    """The share of degenerate answers (a repetition loop filling half the answer), the CLLM's and
+    the base's, in the third panel: on-policy training can collapse into loops."""
+    for key, name, colour in (("degenerate_share", "CLLM: degenerate answers", VERMILLION),
+                              ("base_degenerate_share", "base: degenerate answers", BLUE)):
+        if all(r.get(key) is None for r in rows):
+            continue
+        fig.add_trace(go.Scatter(x=x, y=[r.get(key) for r in rows], mode="lines+markers", name=name,
+                                 line=dict(color=colour, width=2, dash="dot"), marker=dict(symbol="x", size=8),
+                                 hovertemplate=f"%{{x}} items<br>%{{y:.0%}} degenerate<extra>{esc(name)}</extra>"), 2, 1)
+
+
 def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
     """The campaign's learning curve (``cllm.campaign.read_curve``): per point on the held-out
     problems, the CLLM's Jacobi tokens/step against the base's (and the target: ``target_ratio``
-    times the base; where measured, also without the CLLM's degenerate answers), accuracy against the base's, the share of the base's tokens kept, and the
-    base's perplexity of the CLLM's answers over that of its own (target <= 1.3); x = items trained."""
+    times the base; where measured, also without the CLLM's degenerate answers), accuracy against
+    the base's, the share of the base's tokens kept and the share of degenerate answers (the CLLM's
+    and the base's), and the base's perplexity of the CLLM's answers over that of its own (target
+    <= 1.3); x = items trained."""
     from plotly.subplots import make_subplots
 
     rows = [dict(r) for r in rows if isinstance(r, dict) and isinstance(r.get("items_seen"), int)
@@ -312,6 +326,8 @@ def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
             fig.add_trace(go.Scatter(x=x, y=[r.get(base_key) for r in rows], mode="lines", name="base model",
                                      line=dict(color=BLUE, width=2, dash="dash"), showlegend=i == 0, legendgroup="base",
                                      hovertemplate="%{y:.3f}<extra>base</extra>"), rr, cc)
+        if i == 2:
+            _degenerate_traces(fig, rows, x)
         if i == 0:
             _clean_trace(fig, rows)
             fig.add_trace(go.Scatter(x=x, y=[target_ratio * (r.get(base_key) or 0) for r in rows], mode="lines",
