@@ -538,6 +538,34 @@ def list_runs(root: str) -> list[dict[str, Any]]:
     return out
 
 
+def status_lines(c: Campaign) -> list[str]:
+    """What ``campaign status`` prints: the campaign (teacher, shards, items), each shard (items, whose
+    trajectories, the degenerate answers a student's shard dropped: the collapse shows there first),
+    the run's saved position and its last curve points (with the figures without degenerate answers)."""
+    pct = lambda x: f"{x:.0%}" if isinstance(x, (int, float)) else "-"
+    out = [f"{c.root}: {len(c.shards)} shards, {c.items:,} items, trajectories of the {c.settings.teacher}"
+           f"{' (on-policy)' if c.settings.teacher == 'student' else ''}; run {c.run}"]
+    for e in c.shards:
+        t = e.get("teacher", "base")
+        who = f"student {t.get('run')} at step {t.get('step')}" if isinstance(t, dict) else "base"
+        drop = f", {e.get('dropped_degenerate', 0)} of {c.settings.shard_prompts} answers degenerate (dropped)" \
+            if isinstance(t, dict) else ""
+        out.append(f"  shard {e['shard']}: {e['items']} items, {e.get('answer_tokens', 0):,} answer tokens, {who}{drop}")
+    meta = c.run_dir / PORTABLE / "state.json"
+    if meta.is_file():
+        m = json.loads(meta.read_text())
+        out.append(f"  saved: step {m.get('step')}, {m.get('items_seen', 0):,} items trained, data position "
+                   f"{m.get('pos')} ({m.get('saved', '')})")
+    for p in read_curve(str(c.root), c.run)[-5:]:
+        clean = (f"; without degenerate {p['clean_jacobi_tokens_per_step']:.3f} (base {p.get('clean_base_jacobi_tokens_per_step', 0):.3f})"
+                 f" on {p['clean_prompts']}" if p.get("clean_prompts") else "")
+        out.append(f"  curve step {p.get('step')} ({p.get('items_seen', 0):,} items): Jacobi "
+                   f"{p.get('jacobi_tokens_per_step', 0):.3f} tokens/step (base {p.get('base_jacobi_tokens_per_step', 0):.3f}){clean}; "
+                   f"degenerate {pct(p.get('degenerate_share'))} (base {pct(p.get('base_degenerate_share'))}), "
+                   f"accuracy {pct(p.get('accuracy'))} (base {pct(p.get('base_accuracy'))})")
+    return out
+
+
 # --- training -------------------------------------------------------------------------------------
 
 def _tuples(x):

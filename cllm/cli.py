@@ -116,7 +116,7 @@ def build_parser() -> Parser:
 
 
 def cmd_campaign(a) -> int:
-    from .campaign import Settings, export, open_campaign, read_curve, run, use_recipe
+    from .campaign import Settings, export, open_campaign, run, status_lines, use_recipe
 
     recipe = {}
     for part in filter(None, a.recipe.split(",")):
@@ -135,9 +135,8 @@ def cmd_campaign(a) -> int:
         c = open_campaign(a.dir)
         if a.run != "run" or recipe:
             c = use_recipe(c, a.run, recipe)
-        print(f"{len(c.shards)} shards, {c.items} items, run {c.run}, settings: {c.settings}")
-        for p in read_curve(a.dir, c.run)[-5:]:
-            print(json.dumps(p))
+        print("\n".join(status_lines(c)))
+        print(f"  settings: {c.settings}")
         return 0
     if a.action == "guard":
         from .campaign import guard_shards

@@ -541,3 +541,25 @@ def test_a_run_starts_from_another_campaigns_run_at_its_first_shard(camp, tmp_pa
     # a run of the same campaign keeps its position
     b = cp.use_recipe(camp, "run-b")
     assert cp.start_from(b, "run", say=lambda m: None) and cp.Trainer(b, _lm()).pos == a.pos
+
+
+def test_status_lines_show_shards_teachers_drops_and_the_curve(camp):
+    """``campaign status``: each shard with whose trajectories it holds and, for a student's, the
+    degenerate answers it dropped; the run's saved position; the last curve points, with the figures
+    without degenerate answers where measured."""
+    camp.shards = [{"shard": 0, "items": 30, "answer_tokens": 400},
+                   {"shard": 1, "items": 20, "answer_tokens": 300, "teacher": {"run": "run", "step": 7},
+                    "dropped_degenerate": 2}]
+    (camp.run_dir / cp.PORTABLE).mkdir(parents=True)
+    (camp.run_dir / cp.PORTABLE / "state.json").write_text(json.dumps({"step": 9, "items_seen": 18, "pos": [1, 4]}))
+    point = {"step": 8, "items_seen": 16, "jacobi_tokens_per_step": 1.5, "base_jacobi_tokens_per_step": 1.1,
+             "degenerate_share": 0.25, "base_degenerate_share": 0.0, "accuracy": 0.5, "base_accuracy": 0.5}
+    (camp.run_dir / "curve.jsonl").write_text(json.dumps({**point, "step": 4, "items_seen": 8}) + "\n" + json.dumps(
+        {**point, "clean_prompts": 3, "clean_jacobi_tokens_per_step": 1.25, "clean_base_jacobi_tokens_per_step": 1.05}) + "\n")
+    lines = cp.status_lines(camp)
+    assert lines[0].endswith("2 shards, 50 items, trajectories of the base; run run")
+    assert lines[1] == "  shard 0: 30 items, 400 answer tokens, base"
+    assert lines[2] == f"  shard 1: 20 items, 300 answer tokens, student run at step 7, 2 of {camp.settings.shard_prompts} answers degenerate (dropped)"
+    assert lines[3].startswith("  saved: step 9, 18 items trained, data position [1, 4]")
+    assert "without degenerate" not in lines[4] and "degenerate 25% (base 0%)" in lines[4]
+    assert "Jacobi 1.500 tokens/step (base 1.100); without degenerate 1.250 (base 1.050) on 3; degenerate 25%" in lines[5]
