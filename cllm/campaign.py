@@ -299,8 +299,9 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
     """Collect the next shard with batched Jacobi (``cllm.batch``) on ``lm`` as it is; its manifest
     entry (``teacher`` says whose trajectories: "base" or the student's run and step) when it is
     finished; a student's degenerate answers (``cllm.evaluate.degenerate``: a repetition loop) give
-    no items, since training on its own loops makes it loop more (the entry counts them), None when ``stop()`` cut it (the partial file keeps every prompt done so far) or the
-    source has no prompts left."""
+    no items (the entry counts them; training on its own loops would teach them), None when
+    ``stop()`` cut it (the partial file keeps every prompt done so far) or the source has no
+    prompts left."""
     from .batch import BatchedJacobi, Lane
     from .evaluate import degenerate
 
@@ -1023,9 +1024,23 @@ def _collect_next(c: Campaign, tr: "Trainer", lm, say, stop) -> dict | None:
         return collect_shard(c, lm, say, stop, teacher={"run": c.run, "step": tr.step} if student else "base")
 
 
+MAX_DEGENERATE = 0.25  # a student's shard with more of its answers degenerate than this: the run stops (collapse)
+
+
+def collapsed(c: Campaign, entry: dict, limit: float, say: Callable[[str], None]) -> bool:
+    """Whether a just collected shard of the student shows the collapse into repetition: more than
+    ``limit`` of its answers degenerate (dropped by the guard; 0: never)."""
+    share = entry.get("dropped_degenerate", 0) / max(1, c.settings.shard_prompts)
+    if limit <= 0 or share <= limit:
+        return False
+    say(f"collapse: {entry.get('dropped_degenerate')} of the student's {c.settings.shard_prompts} answers in shard "
+        f"{entry.get('shard')} are degenerate (more than {limit:.0%}); the run stops, saved (--max-degenerate sets the limit)")
+    return True
+
+
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
-        recipe: dict[str, Any] | None = None, start: str = "") -> dict[str, Any]:
+        recipe: dict[str, Any] | None = None, start: str = "", max_degenerate: float = MAX_DEGENERATE) -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
     collect the next shard (the settings' ``teacher``: the base model's trajectories, or the
     student's as it stands) when they run out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
@@ -1033,7 +1048,9 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     ``base``: the loaded base model (default: load the campaign's); ``max_steps``: stop after this
     many training steps of this run (0: no limit); ``run_name`` / ``recipe``: train another recipe in
     its own run folder (``use_recipe``; one campaign process at a time: they share the shards);
-    ``start``: the run folder whose saved state a new run starts from (``start_from``)."""
+    ``start``: the run folder whose saved state a new run starts from (``start_from``);
+    ``max_degenerate``: stop when a student's shard has more degenerate answers than this share
+    (``collapsed``; the shard is kept)."""
     c = open_campaign(root)
     if run_name != RUN or recipe:
         c = use_recipe(c, run_name, recipe)
@@ -1046,23 +1063,27 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     over = lambda: stop["now"] or time.perf_counter() > t_end or bool(max_steps and done["steps"] >= max_steps)
     _check_teacher(c)
     tr, lm = _trainer(c, base, say)
-    held = heldout_rows(c)
+    held, t0 = heldout_rows(c), tr.seconds
     try:
         if not read_curve(root, c.run) and not collect_only:
             _curve(tr, held, say)
             done["points"] += 1
         while not over():
             if collect_only or tr.available() < c.settings.items_per_step:
-                if _collect_next(c, tr, lm, say, over) is None:
+                entry = _collect_next(c, tr, lm, say, over)
+                if entry is None:
                     break
                 done["shards"] += 1
+                if collapsed(c, entry, max_degenerate, say):
+                    done["collapsed"] = entry["shard"]
+                    break
                 continue
             before = tr.items_seen
             row = tr.train_step()
             done["steps"] += 1
             if tr.step % 10 == 0:
                 say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
-                    f"{tr.seconds / tr.step:.2f} s/step")
+                    f"{(tr.seconds - t0) / done['steps']:.2f} s/step this run")
             if before // eval_every != tr.items_seen // eval_every:
                 _curve(tr, held, say)
                 done["points"] += 1

@@ -109,6 +109,9 @@ def build_parser() -> Parser:
                    help="start --run from this run's saved state (weights, optimizer, data position, curve) "
                    "instead of from scratch, e.g. --run run-a2 --from run --recipe epochs=2,decay_steps=1187; "
                    "a path (data/cllm/run-gs) is another campaign's run: its data position is not carried over")
+    g.add_argument("--max-degenerate", type=float, default=None, metavar="SHARE",
+                   help="an on-policy run stops when more than this share of the student's answers in a shard it "
+                   "collected are degenerate (the collapse into repetition); default 0.25, 0 never stops")
     g.add_argument("--teacher", choices=["base", "student"], default=None,
                    help="a new campaign's trajectories: the base model's (default) or the student's as it stands when "
                    "each shard is collected (on-policy; one run per such campaign folder)")
@@ -154,6 +157,8 @@ def cmd_campaign(a) -> int:
         return 0
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
+    if a.max_degenerate is not None and not 0 <= a.max_degenerate <= 1:
+        raise UsageError("--max-degenerate is a share between 0 and 1")
     c = open_campaign(a.dir, Settings(teacher=a.teacher or "base"), create=True)
     if a.teacher and a.teacher != c.settings.teacher:
         raise UsageError(f"{a.dir} is a campaign taught by {c.settings.teacher}: its shards cannot change teacher")
@@ -161,7 +166,7 @@ def cmd_campaign(a) -> int:
     if a.start and a.run == "run":
         raise UsageError("--from starts another run folder (--run run-NAME) from a saved run")
     run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe,
-        start=a.start)
+        start=a.start, **({} if a.max_degenerate is None else {"max_degenerate": a.max_degenerate}))
     return 0
 
 

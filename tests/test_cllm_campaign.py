@@ -563,3 +563,24 @@ def test_status_lines_show_shards_teachers_drops_and_the_curve(camp):
     assert lines[3].startswith("  saved: step 9, 18 items trained, data position [1, 4]")
     assert "without degenerate" not in lines[4] and "degenerate 25% (base 0%)" in lines[4]
     assert "Jacobi 1.500 tokens/step (base 1.100); without degenerate 1.250 (base 1.050) on 3; degenerate 25%" in lines[5]
+
+
+def test_a_run_stops_when_the_students_shard_shows_the_collapse(camp, tmp_path, monkeypatch):
+    """More of a student's shard's answers degenerate than ``max_degenerate``: the run says so and
+    stops after that shard (kept, the state saved), before training on it; at or under the limit, or
+    with the limit 0, it goes on."""
+    said = []
+    ev = sys.modules["cllm.evaluate"]
+    monkeypatch.setattr(ev, "degenerate", lambda ids: True)  # every answer a loop: 3 of 3 dropped
+    s = cp.open_campaign(str(tmp_path / "s"), replace(camp.settings, teacher="student"), create=True)
+    done = cp.run(str(s.root), minutes=5, eval_every=100, say=said.append, base=_lm(), max_steps=3, max_degenerate=0.5)
+    assert done["collapsed"] == 0 and done["steps"] == 0 and done["shards"] == 1
+    assert any(m.startswith("collapse: 3 of the student's 3 answers in shard 0") for m in said)
+    assert cp.open_campaign(str(s.root)).shards[0]["dropped_degenerate"] == 3
+    assert (s.root / "run" / "state.pt").is_file()
+    e = {"shard": 4, "dropped_degenerate": 1}
+    assert not cp.collapsed(s, e, 1 / 3, said.append) and cp.collapsed(s, e, 0.3, said.append)
+    assert not cp.collapsed(s, {"shard": 5, "dropped_degenerate": 3}, 0, said.append)  # 0: never
+    err = tmp_path / "nothing"
+    assert cllm.main(["campaign", "run", "--dir", str(err), "--max-degenerate", "1.5"]) == 2
+    assert not err.exists()  # refused before a campaign folder is made
