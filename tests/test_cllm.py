@@ -266,7 +266,13 @@ def test_report_table_from_hand_made_rows():
     assert cells[:5] == ["in", "2", "1.000", "1.333", "1.33x"]
     assert cells[5:8] == ["0.80x", "0.50x", "75.0%"]
     assert cells[8:] == [f"{2.718281828 ** 1.0:.2f}", f"{2.718281828 ** 2.0:.2f}", "yes"]
-    assert lines[-1].startswith("| ALL | 3 |")
+    assert lines[4].startswith("| ALL | 3 |")
+    # without the degenerate CLLM answers (the first row's): the base's on the same problems beside
+    rows[0]["cllm"]["degenerate"] = True
+    lines = cllm.report(rows).splitlines()
+    at = lines.index("| split | problems without a degenerate CLLM answer | Jacobi tok/step base | Jacobi tok/step CLLM | ratio |")
+    assert lines[at + 2:at + 5] == ["| in | 1 of 2 | 1.000 | 1.000 | 1.00x |", "| out | 1 of 1 | 1.200 | 1.200 | 1.00x |",
+                                    "| ALL | 2 of 3 | 1.091 | 1.091 | 1.00x |"]
 
 
 @pytest.mark.slow
