@@ -187,6 +187,12 @@ def evaluate(base, cllm, rows: list[dict], n: int, max_new_tokens: int, chat: bo
     return res
 
 
+def _tokens_per_step(rs: list[dict], side: str) -> float:
+    """Jacobi tokens/step of one side ("base" / "cllm") over rows ``rs``, weighted by their steps."""
+    return (sum(r[side]["jacobi_tokens_per_step"] * r[side]["jacobi_steps"] for r in rs)
+            / max(1, sum(r[side]["jacobi_steps"] for r in rs)))
+
+
 def report(results: list[dict]) -> str:
     """A Markdown table per split: tokens/step base vs CLLM, speedups, drift, base perplexity."""
     import statistics
@@ -200,8 +206,7 @@ def report(results: list[dict]) -> str:
             "Jacobi vs AR (base), median | identical tokens | base ppl of base answers | base ppl of CLLM answers | exact |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for g, rs in groups.items():
-        tps = lambda k: sum(r[k]["jacobi_tokens_per_step"] * r[k]["jacobi_steps"] for r in rs) / max(1, sum(r[k]["jacobi_steps"] for r in rs))
-        b, c = tps("base"), tps("cllm")
+        b, c = _tokens_per_step(rs, "base"), _tokens_per_step(rs, "cllm")
         ppl = lambda k, nk: math.exp(sum(r[k] for r in rs) / max(1, sum(r[nk] for r in rs)))
         lines.append(f"| {g} | {len(rs)} | {b:.3f} | {c:.3f} | {c / b if b else 0:.2f}x | "
                      f"{statistics.median(r['cllm']['speedup'] for r in rs):.2f}x | "
@@ -240,9 +245,7 @@ def _clean_table(groups: dict[str, list[dict]]) -> list[str]:
              "|---|---|---|---|---|"]
     for g, rs in groups.items():
         keep = [r for r in rs if not r["cllm"].get("degenerate")]
-        tps = lambda k: (sum(r[k]["jacobi_tokens_per_step"] * r[k]["jacobi_steps"] for r in keep)
-                         / max(1, sum(r[k]["jacobi_steps"] for r in keep)))
-        b, c = tps("base"), tps("cllm")
+        b, c = _tokens_per_step(keep, "base"), _tokens_per_step(keep, "cllm")
         lines.append(f"| {g} | {len(keep)} of {len(rs)} | {b:.3f} | {c:.3f} | {c / b if b else 0:.2f}x |")
     return lines
 
