@@ -15,7 +15,9 @@ import pytest
 import cllm
 import decoding.model
 from decoding import decode
+from decoding import loop
 from decoding.analysis import jacobi_counts
+from decoding.budget import StepCosts
 from decoding.trace import Trace
 from tiny import ByteTokenizer, generate_greedy, tiny_lm
 
@@ -94,14 +96,22 @@ def test_eval_writes_one_true_row_per_prompt(tmp_path, prompts, models, loads, c
     assert table.splitlines()[2].startswith("| smoke | 2 |") and table.splitlines()[2].endswith("yes |")
     # the second table: per-block iterations, fast-forwarded, stationary, degenerate answers, wall times
     assert table.splitlines()[4].startswith("| split | prompts | iterations per block (base / CLLM) |")
-    assert table.splitlines()[6].startswith("| smoke | 2 |") and len(table.splitlines()) == 7
+    assert table.splitlines()[6].startswith("| smoke | 2 |")
+    # the third table: without the CLLM's degenerate answers (none here: every prompt is in it)
+    assert table.splitlines()[8].startswith("| split | problems without a degenerate CLLM answer | Jacobi tok/step base |")
+    assert table.splitlines()[10].startswith("| smoke | 2 of 2 |") and len(table.splitlines()) == 11
     # the summary of the written file, without running a model, is the same table
     assert cllm.main(["eval", "--prompts", prompts, "--cllm", "my-cllm", "--results", str(out)]) == 0
     assert capsys.readouterr().out == table
     assert loads == [None, "my-cllm"]
 
 
-def test_eval_auto_measures_the_cost_aware_jacobi_and_a_cut_run_resumes(tmp_path, prompts, models, loads, capsys):
+def test_eval_auto_measures_the_cost_aware_jacobi_and_a_cut_run_resumes(tmp_path, prompts, models, loads, capsys,
+                                                                          monkeypatch):
+    # budget=auto sizes the block from timed steps: a fixed cost curve that ignores the timings makes the
+    # eval's choice and the reference decode's the same on a loaded machine too
+    monkeypatch.setattr(loop, "step_costs_for",
+                        lambda lm: StepCosts(lambda k: 1.0 + 0.05 * (k - 1), calibrate_first=False, min_obs=10**9))
     out = tmp_path / "eval.jsonl"
     args = ["eval", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "math", "--n", "6",
             "--max-new-tokens", "14", "--split", "s", "--out", str(out), "--auto"]
