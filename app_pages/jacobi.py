@@ -27,9 +27,10 @@ if t is not None:
         page = ui.pick("Iterations", {f"{a}–{b - 1}": i for i, (a, b) in enumerate(spans)}, key="jacobi_page")
     ui.chart(jacobi.block_animation, t, block, page, key="jacobi_anim")
     if is_auto(t.params):
-        st.caption("Step budget auto: n is an upper bound. Each iteration fed only the first unconverged guesses "
-                   "that paid on this machine (the step budget below); the Jacobi update refined those and the next "
-                   "one, and the guesses not fed kept their values for a later iteration.")
+        st.caption("Step budget auto: each iteration fed a window of the first unconverged guesses, its width "
+                   "kept for a few steps and chosen by the tokens each width committed per step against its cost on "
+                   "this machine (the step budget below). The Jacobi update refined the fed guesses and the next one; "
+                   "the guesses past the window kept their values until the window slid over them.")
     st.caption(jacobi.HINDSIGHT)
     st.markdown(jacobi.DEFINITIONS)
     ui.chart(jacobi.block_figure, t, block, key="jacobi_block_fig")

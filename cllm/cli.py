@@ -77,8 +77,10 @@ def build_parser() -> Parser:
                    "are not run again: a cut run resumes)")
     e.add_argument("--results", default="", help="comma list of result files to summarise instead of running")
     e.add_argument("--n-small", type=int, default=0, help="also Jacobi tokens/step at this smaller block size (0: off)")
-    e.add_argument("--auto", action="store_true", help="also Jacobi with the cost-aware block (budget=auto, --n the "
-                   "upper bound) on both models: the CLLM's tokens/s against the base's AR")
+    e.add_argument("--auto", action="store_true", help="also Jacobi with the cost-aware window (budget=auto) on both "
+                   "models: the CLLM's tokens/s against the base's AR")
+    e.add_argument("--auto-n", type=int, default=64, help="the block size of the budget=auto Jacobi (default 64: its "
+                   "window slides along the block, and a longer block loses less at the block ends)")
     e.add_argument("--kernel", default="auto", help="the linear layers' product of both models (decoding.kernels; "
                    "default auto: what measures fastest here)")
     e.add_argument("--step", default="eager", choices=["eager", "compiled"], help="decode steps eager or compiled "
@@ -287,7 +289,7 @@ def cmd_eval(a) -> int:
         out = open(a.out, "a", encoding="utf-8") if a.out else None
         try:
             res += evaluate(base, cllm, todo, a.n, a.max_new_tokens, a.chat, a.seed, out=out, n_small=a.n_small,
-                            auto=a.auto)
+                            auto=a.auto_n if a.auto else 0)
         finally:
             if out:
                 out.close()

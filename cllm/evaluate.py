@@ -56,11 +56,11 @@ def degenerate(ids: list[int], share: float = DEGENERATE_SHARE, max_period: int 
 
 
 def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: int = 0,
-          auto: bool = False) -> tuple[list[int], dict[str, Any]]:
+          auto: int = 0) -> tuple[list[int], dict[str, Any]]:
     """One model's greedy AR answer and its Jacobi vs AR numbers on one prompt. The Jacobi run is
     recorded (its per-block counts come from the record: ``jacobi_counts``, CLLM's definitions);
     its wall time includes that recording (a few small lists per iteration). ``auto``: also Jacobi
-    with the cost-aware block (``budget="auto"``, n the upper bound), not recorded: its wall time,
+    with the cost-aware window (``budget="auto"``) in blocks of ``auto`` tokens (0: off), not recorded: its wall time,
     tokens/step and whether its output is the AR answer."""
     from decoding.analysis import jacobi_counts
 
@@ -82,14 +82,14 @@ def _side(lm, ids: list[int], n: int, max_new_tokens: int, seed: int, n_small: i
         out.update({"n_small": n_small, "jacobi_tokens_per_step_small": js.tokens_per_step,
                     "jacobi_steps_small": js.n_steps})
     if auto:
-        ja = decode(lm, ids, "jacobi", {"n": n, "seed": seed, "budget": "auto"}, max_new_tokens, record=False)
+        ja = decode(lm, ids, "jacobi", {"n": auto, "seed": seed, "budget": "auto"}, max_new_tokens, record=False)
         out.update({"auto_seconds": ja.seconds, "auto_tokens_per_step": ja.tokens_per_step, "auto_steps": ja.n_steps,
                     "auto_exact": ja.output_ids == ar.output_ids})
     return ar.output_ids, out
 
 
 def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: int = 0, n_small: int = 0,
-            auto: bool = False) -> dict[str, Any]:
+            auto: int = 0) -> dict[str, Any]:
     """The result row of one prompt row ``r`` (see ``evaluate``). With ``auto``, ``auto_vs_base_ar``:
     the CLLM's cost-aware Jacobi tokens/s over the base's AR tokens/s (issue 20's payoff on a CPU)."""
     ids = base.encode(r["prompt"], chat=chat)
@@ -100,6 +100,7 @@ def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: 
         outs[name], row[name] = _side(lm, ids, n, max_new_tokens, seed, n_small, auto)
     b, c = outs["base"], outs["cllm"]
     if auto:
+        row["auto_n"] = auto
         rate = lambda side, k: side["tokens"] / side[k] if side[k] > 0 else 0.0
         base_ar = rate(row["base"], "ar_seconds")
         row["auto_vs_base_ar"] = rate(row["cllm"], "auto_seconds") / base_ar if base_ar else 0.0
@@ -167,7 +168,7 @@ class CurveEval:
 
 
 def evaluate(base, cllm, rows: list[dict], n: int, max_new_tokens: int, chat: bool, seed: int = 0,
-             progress: bool = True, out=None, n_small: int = 0, auto: bool = False) -> list[dict]:
+             progress: bool = True, out=None, n_small: int = 0, auto: int = 0) -> list[dict]:
     """Per prompt: Jacobi tokens/step of base and CLLM (and at ``n_small``), AR and Jacobi wall time
     of both, their exactness (Jacobi == AR), per-block iterations, fast-forwarded and stationary
     counts (``decoding.analysis.jacobi_counts``), degenerate answers (``degenerate``), drift of the

@@ -368,3 +368,94 @@ def accepted_path(budget: Budget | None, proposal: Proposal, verdict: Verdict) -
     nodes = budget.learn(proposal, verdict) if budget else fed.accepted(verdict.chosen, len(verdict.tokens) - 1)
     pos = {node: i for i, node in enumerate(fed.nodes)}
     return [pos[n] for n in nodes]
+
+
+# ---- a fed width kept for a stint (Jacobi: guesses improve by being fed) --------------------------
+WIDTHS = (1, 2, 4, 8, 16, 32)  # tokens fed (the current one and width - 1 guesses); a compiled step's sizes
+STINT = 8  # steps a chosen width is kept before choosing again
+RECENT = 24  # steps kept per width: its estimate follows the text's recent part
+MIN_DIRECT = 4  # steps measured at a width before they alone make its estimate
+FIRST_GUESS = 0.15  # prior P(one guess is accepted) before anything is measured
+LOOK_AGAIN = 4  # after this many stints at one width, the wider widths are estimated afresh
+
+
+class WidthBudget:
+    """``budget="auto"`` for a method whose guesses get better by being fed: Jacobi's update refines
+    every fed guess and the first one not fed, so what feeding w tokens commits depends on the width
+    kept over the last steps, not on one step's guesses (a per-step choice of the most likely guesses
+    starves them: unfed guesses stay fresh, fresh guesses are rarely right, so they are never fed).
+
+    The width (1, 2, 4, 8, ... up to ``max_width``) is chosen per stint of STINT steps: the one whose
+    tokens committed per step, over its cost c(w) (the run's StepCosts), is highest. A width's
+    tokens per step: measured at that width in this run (its last RECENT steps); else read from a
+    wider width's steps (each cut at w tokens: optimistic, since a narrower window refines less);
+    else the bound from the widest narrower width measured (its steps that filled the window accepting
+    every further guess: optimistic, so a wider width is tried once where it might pay, one width
+    wider than the stint's at a time, and its own steps then decide; a wider window also refines each guess more often before it reaches the
+    front, so an extrapolation of the narrower window's acceptance would undervalue it); else
+    FIRST_GUESS. Width 1 is AR (1.0). After LOOK_AGAIN stints at one width the wider widths'
+    measurements are dropped, so a text that became easier is looked at again."""
+
+    def __init__(self, costs: StepCosts, max_width: int):
+        self.costs = costs
+        self.widths = [w for w in WIDTHS if w <= max(1, max_width)]
+        self.seen: dict[int, deque] = {w: deque(maxlen=RECENT) for w in self.widths}
+        self.width, self.left = self.widths[min(1, len(self.widths) - 1)], STINT
+        self.same = 0  # stints in a row at this width
+
+    def estimate(self, w: int) -> float:
+        """Expected tokens committed by a step feeding ``w`` tokens."""
+        if w == 1:
+            return 1.0
+        if len(self.seen[w]) >= MIN_DIRECT:
+            return statistics.fmean(self.seen[w])
+        wider = [v for v in self.widths if v > w and len(self.seen[v]) >= MIN_DIRECT]
+        if wider:
+            return statistics.fmean(min(c, w) for c in self.seen[wider[0]])
+        narrower = [v for v in self.widths if 1 < v < w and self.seen[v]]
+        if not narrower:
+            return 1.0 + sum(FIRST_GUESS ** d for d in range(1, w))
+        v = narrower[-1]
+        seen = self.seen[v]
+        full = sum(c == v for c in seen) / len(seen)  # steps that accepted every guess fed
+        return statistics.fmean(seen) + full * (w - v)
+
+    def options(self) -> list[list[float]]:
+        return [[w, round(self.estimate(w), 3), round(self.costs.cost(w), 3)] for w in self.widths]
+
+    def choose(self) -> int:
+        """The width of this step: a plain step until one-token steps are timed (the unit of every
+        cost); then the stint's width, chosen again when the stint ends."""
+        if self.costs.needs_ar_sample():
+            return 1
+        if self.left <= 0:
+            rate = {w: self.estimate(w) / self.costs.cost(w) for w in self.widths  # one step wider at a time
+                    if w <= 2 * self.width or len(self.seen[w]) >= MIN_DIRECT}
+            best = max(rate.values())
+            if rate[self.width] < best * (1 - TOLERANCE):
+                self.width, self.same = min(w for w in rate if rate[w] == best), 0
+            self.same += 1
+            if self.same >= LOOK_AGAIN:  # forget the wider widths: the text may have become easier
+                for w in self.widths:
+                    if w > self.width:
+                        self.seen[w].clear()
+                self.same = 0
+            self.left = STINT
+        self.left -= 1
+        return self.width
+
+    def record(self, fed: int) -> BudgetRecord:
+        """The step's record (``fed``: the width, or fewer where the block has fewer guesses left):
+        the widths weighed; ``acceptance``: the share of the width's recent steps that accepted at
+        least one guess."""
+        seen = self.seen.get(self.width) or ()
+        accepted = {"jacobi": round(sum(c > 1 for c in seen) / len(seen), 3)} if seen else {}
+        expected = self.estimate(fed) if fed in self.seen else min(self.estimate(self.width), fed)
+        return BudgetRecord(fed, round(expected, 3), round(self.costs.cost(fed), 3), 0, False,
+                            self.options(), accepted, round(self.costs.excess(), 3))
+
+    def learn(self, fed: int, committed: int) -> None:
+        """A step that fed ``fed`` tokens (the width, or fewer where the block had fewer guesses left)
+        committed ``committed``."""
+        if fed > 1 and fed == self.width:
+            self.seen[fed].append(committed)

@@ -114,7 +114,7 @@ def test_eval_auto_measures_the_cost_aware_jacobi_and_a_cut_run_resumes(tmp_path
                         lambda lm: StepCosts(lambda k: 1.0 + 0.05 * (k - 1), calibrate_first=False, min_obs=10**9))
     out = tmp_path / "eval.jsonl"
     args = ["eval", "--prompts", prompts, "--cllm", "my-cllm", "--categories", "math", "--n", "6",
-            "--max-new-tokens", "14", "--split", "s", "--out", str(out), "--auto"]
+            "--max-new-tokens", "14", "--split", "s", "--out", str(out), "--auto-n", "5", "--auto"]
     out.write_text("")
     assert cllm.main(args[:-1] + ["--per-category", "1"]) == 0  # a first run, cut after one prompt (no --auto)
     assert "auto_seconds" not in json.loads(out.read_text())["base"]
@@ -124,9 +124,10 @@ def test_eval_auto_measures_the_cost_aware_jacobi_and_a_cut_run_resumes(tmp_path
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in rows] == ["0", "1"]
     r = rows[1]
+    assert r["n"] == 6 and r["auto_n"] == 5  # the budget=auto Jacobi's blocks are --auto-n's
     for name in ("base", "cllm"):
         side, lm = r[name], models[None if name == "base" else "my-cllm"]
-        auto = decode(lm, lm.encode(PROMPTS[1][2]), "jacobi", {"n": 6, "seed": 0, "budget": "auto"}, 14)
+        auto = decode(lm, lm.encode(PROMPTS[1][2]), "jacobi", {"n": 5, "seed": 0, "budget": "auto"}, 14)
         assert side["auto_exact"] is True and side["auto_steps"] == auto.n_steps
         assert side["auto_tokens_per_step"] == pytest.approx(auto.tokens_per_step)
     want = (r["cllm"]["tokens"] / r["cllm"]["auto_seconds"]) / (r["base"]["tokens"] / r["base"]["ar_seconds"])

@@ -7,13 +7,15 @@ change are committed (they form one chain, verified like any other). The block e
 positions are committed; its final tokens are its fixed point.
 
 With ``budget="auto"`` (issue 20: the CLLM's convergence as wall-clock speed on a CPU) n is an
-upper bound: each iteration feeds the prefix of the unconverged guesses that pays on this
-hardware (decoding/budget.py: the run's measured step costs against the acceptance of a guess,
-learnt in the run per how often that guess has been refined: "fresh" (never fed), "refined1",
-"refined2", "refined3+"). The fed guesses and the next position get the Jacobi update; the guesses
-not fed keep their values (and their refinement count) for a later iteration. A base model whose
-guesses are rarely right then decodes nearly as AR does; a consistency-trained one, whose refined
-guesses converge, feeds more.
+upper bound: each iteration feeds a window of the first unconverged guesses, w tokens with the
+current one, and the Jacobi update refines the fed guesses and the first one not fed (its guess is
+the last fed row's prediction), while the guesses past it keep their values. Over the steps the
+window slides along the block, each guess refined on its way to the front. The width w (1, 2, 4,
+8, ...) is kept for a stint of steps and chosen from the tokens per step measured at each width in
+this run against the step costs of this hardware (decoding/budget.py, ``WidthBudget``): a base
+model, whose guesses are rarely right, decodes as AR does; a consistency-trained one feeds wider.
+With a window narrower than n, a larger n (32-64) loses less at the block ends (where fewer guesses
+are left than the window holds).
 """
 
 from __future__ import annotations
@@ -24,22 +26,11 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
-from ..budget import Acceptance, Budget, DraftTree, is_auto
+from ..budget import WidthBudget, is_auto
 from ..records import Count, Gram, Positive, Record, fail
 from ..verify import Chain, Proposal
 from .base import Method
 from .spec import BUDGET_PARAM, MethodSpec, Param
-
-# the acceptance of a guess by how often it was refined (fed and updated); fresh guesses are tokens
-# drawn from the prompt, almost never right
-REFINED = ("fresh", "refined1", "refined2", "refined3+")
-PRIORS = {"fresh": 0.02, "refined1": 0.15, "refined2": 0.2, "refined3+": 0.25}
-
-
-def jacobi_origin(source: str) -> str:
-    """Every accepted Jacobi guess has the origin "jacobi" (however often it was refined)."""
-    return "jacobi"
-
 
 class Jacobi(Method):
     def __init__(self, run, params):
@@ -47,7 +38,7 @@ class Jacobi(Method):
         self.rng = random.Random(params["seed"])
         self.blocks: list[JacobiBlock] = []
         self.index = -1
-        self.budget = Budget(run.costs, Acceptance(dict(PRIORS), deep=PRIORS["refined1"])) if is_auto(params) else None
+        self.budget = WidthBudget(run.costs, params["n"]) if is_auto(params) else None
         self._new_block(run)
 
     def trace_fields(self):
@@ -60,27 +51,24 @@ class Jacobi(Method):
         guesses = min(self.p["n"] - 1, run.max_new_tokens - len(run.output))
         self.block = [run.cur] + [self.rng.choice(run.prompt_ids) for _ in range(guesses)]
         self.c = 0  # block positions < c are committed (their KV is cached); c is the current token
-        self.refined = [0] * len(self.block)  # per position: how often its guess was fed and updated
 
     def propose(self, run) -> Proposal:
         guesses = self.block[self.c + 1:]
-        if self.budget is None:
-            return Proposal(guesses, [Chain(guesses, list(range(1, len(guesses) + 1)), "jacobi")])
-        tree = DraftTree()  # one chain, each guess's source its refinement
-        for d in range(1, len(guesses) + 1):
-            tree.add(guesses[:d], REFINED[min(self.refined[self.c + d], len(REFINED) - 1)])
-        return self.budget.propose(tree, run, jacobi_origin)
+        if self.budget is not None:  # the window: the first width - 1 guesses
+            guesses = guesses[:self.budget.choose() - 1]
+        prop = Proposal(guesses, [Chain(guesses, list(range(1, len(guesses) + 1)), "jacobi")])
+        if self.budget is not None:
+            prop.budget = self.budget.record(1 + len(guesses))
+        return prop
 
     def update(self, run, proposal, verdict, argmax, committed):
         before, g, c = self.block, len(proposal.tokens), self.c
         if self.budget is not None:
-            self.budget.learn(proposal, verdict)
+            self.budget.learn(1 + g, len(verdict.keep))
         # the Jacobi update: fed row i predicts block position c + 1 + i. Fed in full, the last row's
         # prediction lies past the block; fed in part, it refines the first guess not fed.
         new = argmax[:min(g + 1, len(before) - 1 - c)]
         self.block = before[:c + 1] + new + before[c + 1 + len(new):]
-        for i in range(c + 1, c + 1 + len(new)):
-            self.refined[i] += 1
         rec = JacobiRecord(self.index, self.iteration, c, before, self.block, len(verdict.keep),
                            None if self.budget is None else g)
         self.c += len(verdict.keep)
