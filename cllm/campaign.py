@@ -41,6 +41,7 @@ from typing import Any, Callable
 from decoding.io import UsageError
 
 from .data import _done_prompts, check_item
+from .evaluate import final_number
 from .losses import STATE_PICKS, answer_ar_loss
 
 MANIFEST = "manifest.json"
@@ -395,22 +396,6 @@ def guard_shards(c: Campaign) -> int:
 
 
 # --- the learning curve ---------------------------------------------------------------------------
-
-_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def final_number(text: str) -> float | None:
-    """The answer's number: after '####' if present, else the last number in the text."""
-    if "####" in text:
-        text = text.split("####")[-1]
-    nums = _NUM.findall(text)
-    if not nums:
-        return None
-    try:
-        return float(nums[-1].replace(",", ""))
-    except ValueError:
-        return None
-
 
 def heldout_rows(c: Campaign) -> list[dict]:
     """The held-out problems of the learning curve (id, prompt, reference number)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -25,6 +26,22 @@ def answer_nll(lm, prompt_ids: list[int], answer: list[int]) -> tuple[float, int
         logits = lm.model(input_ids=ids, use_cache=False).logits[0, len(prompt_ids) - 1:-1].float()
         nll = F.cross_entropy(logits, torch.tensor(answer, device=logits.device), reduction="sum")
     return float(nll), len(answer)
+
+
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def final_number(text: str) -> float | None:
+    """The answer's number: after '####' if present, else the last number in the text."""
+    if "####" in text:
+        text = text.split("####")[-1]
+    nums = _NUM.findall(text)
+    if not nums:
+        return None
+    try:
+        return float(nums[-1].replace(",", ""))
+    except ValueError:
+        return None
 
 
 DEGENERATE_MAX_PERIOD = 16
@@ -105,6 +122,10 @@ def compare(base, cllm, r: dict, n: int, max_new_tokens: int, chat: bool, seed: 
         base_ar = rate(row["base"], "ar_seconds")
         row["auto_vs_base_ar"] = rate(row["cllm"], "auto_seconds") / base_ar if base_ar else 0.0
     row.update(drift(b, c))
+    ref = final_number(r["reference"]) if r.get("reference") else None
+    if ref is not None:  # a math problem with its answer (GSM8K, Spec-Bench math_reasoning): is each model's right
+        for name, ans in (("base", b), ("cllm", c)):
+            row[f"{name}_correct"] = final_number(base.tokenizer.decode(ans, skip_special_tokens=True)) == ref
     row["base_nll_base"], row["n_base"] = answer_nll(base, ids, b)
     row["base_nll_cllm"], row["n_cllm"] = answer_nll(base, ids, c)
     return row
@@ -235,7 +256,22 @@ def report(results: list[dict]) -> str:
                 st = lambda k: sum(r[k]["jacobi_tokens_per_step_small"] * r[k]["jacobi_steps_small"] for r in rs) / max(1, sum(r[k]["jacobi_steps_small"] for r in rs))
                 line += f" {st('base'):.3f} / {st('cllm'):.3f} (n = {rs[0]['base']['n_small']}) |"
             lines.append(line)
-    return "\n".join(lines + _clean_table(groups) + _auto_table(groups))
+    return "\n".join(lines + _clean_table(groups) + _auto_table(groups) + _accuracy_table(groups))
+
+
+def _accuracy_table(groups: dict[str, list[dict]]) -> list[str]:
+    """Answer accuracy of both models (the final number against the prompt's reference) over the rows
+    that have it (math problems evaluated with a reference), or none."""
+    lines = []
+    for g, rs in groups.items():
+        rs = [r for r in rs if "base_correct" in r and "cllm_correct" in r]
+        if rs:
+            right = lambda k: sum(bool(r[k]) for r in rs)
+            lines.append(f"| {g} | {len(rs)} | {right('base_correct')} ({right('base_correct') / len(rs):.1%}) | "
+                         f"{right('cllm_correct')} ({right('cllm_correct') / len(rs):.1%}) |")
+    if not lines:
+        return []
+    return ["", "| split | problems with a reference | base right | CLLM right |", "|---|---|---|---|"] + lines
 
 
 def _clean_table(groups: dict[str, list[dict]]) -> list[str]:

@@ -39,7 +39,9 @@ def jsonl(path: str, strict: bool = True) -> Iterator[tuple[int, Any]]:
 
 def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list[dict[str, str]]:
     """Rows {id, category, prompt} from Spec-Bench JSONL, plain {id, prompt} JSONL or GSM8K's
-    {question, answer} JSONL (the prompt is the question; the answer is ignored)."""
+    {question, answer} JSONL (the prompt is the question), with ``reference`` where the row has one
+    (Spec-Bench's reference[0], GSM8K's answer: what an accuracy is measured against; decoding
+    ignores it)."""
     if not os.path.isfile(path):
         raise UsageError(f"no prompts file at {path}")
     keep = {c for c in categories.split(",") if c}
@@ -61,7 +63,11 @@ def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list
         if per_category and seen[cat] >= per_category:
             continue
         seen[cat] += 1
-        rows.append({"id": str(rid), "category": cat, "prompt": prompt})
+        row = {"id": str(rid), "category": cat, "prompt": prompt}
+        ref = d.get("answer") if isinstance(d.get("question"), str) else (d.get("reference") or [None])[0]
+        if isinstance(ref, str) and ref:
+            row["reference"] = ref
+        rows.append(row)
     if not rows:
         raise UsageError(f"no prompts selected from {path}")
     return rows

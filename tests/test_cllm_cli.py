@@ -218,3 +218,26 @@ def test_pair_from_results_picks_by_the_rule(tmp_path, prompts, models, loads):
     assert Trace.load(str(out / "base_jacobi.json")).prompt_text == PROMPTS[1][2]
     res.write_text(json.dumps(_res("9", "math", 1.0, 1.1, 0.9)) + "\n")
     assert cllm.main(["pair", "--prompts", prompts, "--cllm", "x", "--results", str(res), "--out-dir", str(out)]) == 2
+
+
+def test_eval_says_whether_each_answer_is_right(tmp_path, models, monkeypatch):
+    from cllm.evaluate import compare, report
+    from decoding.io import read_prompts
+
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"question_id": 7, "category": "math_reasoning", "turns": ["Tom has 3 apples."],
+                             "reference": ["3 + 4 = 7 apples"]}) + "\n"
+                 + json.dumps({"question": "Two plus two is", "answer": "2 + 2 = <<2+2=4>>4\n#### 4"}) + "\n"
+                 + json.dumps({"id": "x", "prompt": "no reference"}) + "\n")
+    rows = read_prompts(str(f))
+    assert [r.get("reference") for r in rows] == ["3 + 4 = 7 apples", "2 + 2 = <<2+2=4>>4\n#### 4", None]
+    base, cl = models[None], models["my-cllm"]
+    answer = decode(base, base.encode(rows[0]["prompt"]), "ar", {}, 8, record=False).output_ids
+    # the base's answer reads "... 7", the CLLM's (another model: another answer) "... 8"
+    monkeypatch.setattr(base.tokenizer, "decode", lambda ids, **k: "so 7" if list(ids) == answer else "so 8")
+    got = [compare(base, cl, r, 4, 8, False) for r in rows]
+    assert (got[0]["base_correct"], got[0]["cllm_correct"]) == (True, False)
+    assert (got[1]["base_correct"], got[1]["cllm_correct"]) == (False, False)  # the reference's final number is 4
+    assert "base_correct" not in got[2]
+    table = report([dict(g, split="s") for g in got]).splitlines()
+    assert table[-1] == "| s | 2 | 1 (50.0%) | 0 (0.0%) |"
