@@ -64,7 +64,8 @@ def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list
             continue
         seen[cat] += 1
         row = {"id": str(rid), "category": cat, "prompt": prompt}
-        ref = d.get("answer") if isinstance(d.get("question"), str) else (d.get("reference") or [None])[0]
+        ref = d.get("answer") if isinstance(d.get("question"), str) else d.get("reference")
+        ref = ref[0] if isinstance(ref, list) and ref else ref
         if isinstance(ref, str) and ref:
             row["reference"] = ref
         rows.append(row)

@@ -231,6 +231,10 @@ def test_eval_says_whether_each_answer_is_right(tmp_path, models, monkeypatch):
                  + json.dumps({"id": "x", "prompt": "no reference"}) + "\n")
     rows = read_prompts(str(f))
     assert [r.get("reference") for r in rows] == ["3 + 4 = 7 apples", "2 + 2 = <<2+2=4>>4\n#### 4", None]
+    g = tmp_path / "q.jsonl"  # a reference given as a plain string, or none usable
+    g.write_text(json.dumps({"id": "a", "prompt": "p", "reference": "#### 12"}) + "\n"
+                 + json.dumps({"id": "b", "prompt": "p", "reference": []}) + "\n")
+    assert [r.get("reference") for r in read_prompts(str(g))] == ["#### 12", None]
     base, cl = models[None], models["my-cllm"]
     answer = decode(base, base.encode(rows[0]["prompt"]), "ar", {}, 8, record=False).output_ids
     # the base's answer reads "... 7", the CLLM's (another model: another answer) "... 8"
