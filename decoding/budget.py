@@ -391,9 +391,9 @@ class WidthBudget:
     wider width's steps (each cut at w tokens: optimistic, since a narrower window refines less);
     else the bound from the widest narrower width measured (its steps that filled the window accepting
     every further guess: optimistic, so a wider width is tried once where it might pay, one width
-    wider than the stint's at a time, and its own steps then decide; a wider window also refines each guess more often before it reaches the
-    front, so an extrapolation of the narrower window's acceptance would undervalue it); else
-    FIRST_GUESS. Width 1 is AR (1.0). After LOOK_AGAIN stints at one width the wider widths'
+    wider than the stint's at a time, and its own steps then decide; a wider window also refines
+    each guess more often before it reaches the front, so an extrapolation of the narrower window's
+    acceptance would undervalue it); else FIRST_GUESS. Width 1 is AR (1.0). After LOOK_AGAIN stints at one width the wider widths'
     measurements are dropped, so a text that became easier is looked at again."""
 
     def __init__(self, costs: StepCosts, max_width: int):
@@ -450,9 +450,11 @@ class WidthBudget:
         least one guess."""
         seen = self.seen.get(self.width) or ()
         accepted = {"jacobi": round(sum(c > 1 for c in seen) / len(seen), 3)} if seen else {}
-        expected = self.estimate(fed) if fed in self.seen else min(self.estimate(self.width), fed)
-        return BudgetRecord(fed, round(expected, 3), round(self.costs.cost(fed), 3), 0, False,
-                            self.options(), accepted, round(self.costs.excess(), 3))
+        options = self.options()  # each width's estimate once a step
+        est = {int(w): e for w, e, _ in options}
+        expected = est[fed] if fed in est else min(est[self.width], fed)
+        return BudgetRecord(fed, expected, round(self.costs.cost(fed), 3), 0, False, options, accepted,
+                            round(self.costs.excess(), 3))
 
     def learn(self, fed: int, committed: int) -> None:
         """A step that fed ``fed`` tokens (the width, or fewer where the block had fewer guesses left)
