@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decoding.io import UsageError
+from decoding.lora_int8 import (SCALE, WEIGHTS, dequantize_rows, quantize_rows,  # noqa: F401 (re-exported)
+                                 read_int8_weights as read_portable_weights, write_int8_weights as write_portable_weights)
 
 from .data import _done_prompts, check_item
 from .evaluate import final_number
@@ -49,73 +51,7 @@ SHARDS = "shards"
 PARTIAL = "partial"
 RUN = "run"
 PORTABLE = "checkpoint"  # run/checkpoint/: the committed, machine-independent training checkpoint
-PORTABLE_WEIGHTS = "lora_int8.safetensors.gz"
-SCALE = ".scale"  # a weight's per-row scale beside it in the checkpoint
-
-
-def quantize_rows(w):
-    """(int8 tensor, float32 scales): w ~ q * scale with one scale per row or per column, whichever
-    are fewer (a LoRA matrix has r of one of them), each row's (column's) largest |w| at 127, a zero
-    one at scale 1. The error is at most half a step: |w - q * scale| <= scale / 2."""
-    import torch
-
-    w2 = w.float().reshape(w.shape[0], -1) if w.dim() else w.float().reshape(1, 1)
-    axis = 1 if w2.shape[0] <= w2.shape[1] else 0  # reduce over the longer side: few scales
-    scale = w2.abs().amax(dim=axis, keepdim=True) / 127
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = torch.round(w2 / scale).clamp(-127, 127).to(torch.int8)
-    return q.reshape(w.shape).contiguous(), scale.contiguous()
-
-
-def dequantize_rows(q, scale):
-    return (q.float().reshape(q.shape[0], -1) * scale).reshape(q.shape) if q.dim() else q.float() * scale.reshape(())
-
-
-PART_BYTES = 6_000_000  # raw bytes per committed weights file: a rank-16 checkpoint of the bundled model
-# (5.1 MB raw, 4.6 MB gzipped) stays one file; a larger rank is split into files under the repo's 5 MB a file
-
-
-def _part_name(i: int) -> str:
-    return PORTABLE_WEIGHTS if i == 0 else PORTABLE_WEIGHTS.replace(".safetensors", f".part{i}.safetensors")
-
-
-def write_portable_weights(d: Path, tensors: dict) -> None:
-    """The int8 tensors (each with its SCALE) gzipped into ``d``: one file (PORTABLE_WEIGHTS) or,
-    above PART_BYTES, parts of about equal size (lora_int8.safetensors.gz, lora_int8.part1.
-    safetensors.gz, ...), a tensor and its scale always in the same part; parts an earlier, larger
-    save left are removed."""
-    from safetensors.torch import save as to_bytes
-
-    names = [k for k in tensors if not k.endswith(SCALE)]
-    size = {k: tensors[k].nbytes + tensors[k + SCALE].nbytes for k in names}
-    n_parts = max(1, math.ceil(sum(size.values()) / PART_BYTES))
-    target, parts, filled = sum(size.values()) / n_parts, [{}], 0
-    for k in names:
-        if parts[-1] and filled + size[k] > target * len(parts) and len(parts) < n_parts:
-            parts.append({})
-        parts[-1][k], parts[-1][k + SCALE] = tensors[k], tensors[k + SCALE]
-        filled += size[k]
-    d.mkdir(parents=True, exist_ok=True)
-    for i, part in enumerate(parts):
-        tmp = d / (_part_name(i) + ".tmp")
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write(to_bytes(part))  # gzip: the header's names and the int8 values, 10% smaller
-        os.replace(tmp, d / _part_name(i))
-    i = len(parts)
-    while (d / _part_name(i)).is_file():
-        (d / _part_name(i)).unlink()
-        i += 1
-
-
-def read_portable_weights(d: Path) -> dict:
-    """All parts ``write_portable_weights`` wrote in ``d``, as one dict of tensors ({} if none)."""
-    from safetensors.torch import load
-
-    out, i = {}, 0
-    while (d / _part_name(i)).is_file():
-        out.update(load(gzip.decompress((d / _part_name(i)).read_bytes())))
-        i += 1
-    return out
+PORTABLE_WEIGHTS = WEIGHTS  # run/checkpoint/lora_int8.safetensors.gz (and parts): decoding.lora_int8
 
 
 @dataclass
@@ -704,8 +640,8 @@ class Trainer:
         self._save_portable()
         self.write_adapter(self.c.run_dir / "adapter")
 
-    def write_adapter(self, folder: Path) -> None:
-        """The loadable adapter (fp16 LoRA weights, ``save_model``) with its cllm.json: the campaign,
+    def write_adapter(self, folder: Path, int8: bool = False) -> None:
+        """The loadable adapter (fp16 LoRA weights, or int8 ones: ``save_model``) with its cllm.json: the campaign,
         run, recipe, position and settings, and the keys a ``cllm train`` folder has (items, steps,
         lr, ar_weight, local, lora_r, train_seconds) so that the CLLM page lists them alike."""
         from .train import save_model
@@ -718,7 +654,7 @@ class Trainer:
                     "step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1),
                     "items": self.items_seen, "steps": self.step, "lr": st.lr, "ar_weight": st.w_ar, "local": 0.0,
                     "lora_r": st.lora_r, "device": "cpu", "weights_from": self.resumed_from or "this process",
-                    "settings": asdict(st)})
+                    "settings": asdict(st), "weights": "int8" if int8 else "float16"}, int8=int8)
 
     def _items_of(self, k: int) -> list[dict]:
         if self._shard is None or self._shard[0] != (self.epoch, k):
@@ -955,11 +891,14 @@ def _trainer(c: Campaign, base, say):
     return tr, lm
 
 
-def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None) -> dict[str, Any]:
+def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None,
+           int8: bool = False) -> dict[str, Any]:
     """Write run ``run_name``'s saved weights as a loadable adapter folder ``out`` (what ``cllm eval``,
     ``cllm pair`` and the app load; ``assets/cllm/adapter`` ships one) with the run's metrics.jsonl
     (the training losses the CLLM page draws) and curve.jsonl. From the exact state (state.pt) where
-    this machine has it, else from the committed int8 checkpoint; cllm.json says which. Trains nothing. Returns the adapter's cllm.json."""
+    this machine has it, else from the committed int8 checkpoint; cllm.json says which. ``int8``:
+    the weights in int8 with per-row scales (half of fp16's bytes; what is shipped is what is
+    evaluated, so evaluate the int8 folder). Trains nothing. Returns the adapter's cllm.json."""
     import shutil
 
     c = open_campaign(root)
@@ -969,7 +908,7 @@ def export(root: str, run_name: str, out: str, say: Callable[[str], None] = prin
         raise UsageError(f"run {c.run} has no saved state in {c.run_dir} (train it first: campaign run --run {c.run})")
     tr, _ = _trainer(c, base, say)
     dest = Path(out)
-    tr.write_adapter(dest)
+    tr.write_adapter(dest, int8)
     for name in ("metrics.jsonl", "curve.jsonl"):
         if (c.run_dir / name).is_file():
             shutil.copyfile(c.run_dir / name, dest / name)

@@ -93,11 +93,17 @@ def build_parser() -> Parser:
     q.add_argument("--results", default="", help="comma list of `eval --out` files: pick the prompt by the page's "
                    "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
                    "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
-    g = sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)")
+    _campaign_args(sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)"))
+    return p
+
+
+def _campaign_args(g) -> None:
     g.add_argument("action", choices=["run", "status", "export", "guard"], help="run: go on for --minutes; status: where it "
                    "stands; export: write --run's saved weights as an adapter folder (--out); guard: drop a student's "
                    "degenerate answers from its shards collected before the collapse guard")
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
+    g.add_argument("--int8", action="store_true", help="export: the weights in int8 with per-row scales (half the "
+                   "bytes of fp16; the shipped adapter is written so)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
     g.add_argument("--minutes", type=float, default=60.0, help="how long this run goes on (it stops cleanly, saved)")
     g.add_argument("--eval-every", type=int, default=512, help="a learning-curve point every K items trained")
@@ -117,7 +123,6 @@ def build_parser() -> Parser:
     g.add_argument("--teacher", choices=["base", "student"], default=None,
                    help="a new campaign's trajectories: the base model's (default) or the student's as it stands when "
                    "each shard is collected (on-policy; one run per such campaign folder)")
-    return p
 
 
 def cmd_campaign(a) -> int:
@@ -155,8 +160,10 @@ def cmd_campaign(a) -> int:
         if recipe or a.start:
             raise UsageError("campaign export takes --run only (its recipe is kept in the run's folder)")
         _threads()
-        export(a.dir, a.run, a.out, say=_say)
+        export(a.dir, a.run, a.out, say=_say, int8=a.int8)
         return 0
+    if a.int8:
+        raise UsageError("--int8 is an option of campaign export")
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
     if a.max_degenerate is not None and not 0 <= a.max_degenerate <= 1:

@@ -273,19 +273,29 @@ def read_evals(path: str) -> list[dict]:
     return [d for _, d in jsonl(path, strict=False) if isinstance(d, dict) and isinstance(d.get("at_step"), int)]
 
 
-def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | None = None) -> None:
-    """Write the CLLM: a LoRA adapter (fp16 weights; ``base`` recorded so load_model finds it), or
-    the full model with its tokenizer. ``meta`` goes to cllm.json."""
+def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | None = None,
+               int8: bool = False) -> None:
+    """Write the CLLM: a LoRA adapter (fp16 weights, or with ``int8`` int8 ones with per-row scales,
+    ``decoding.lora_int8``: half the bytes; ``base`` recorded so load_model finds it), or the full
+    model with its tokenizer. ``meta`` goes to cllm.json."""
     Path(path).mkdir(parents=True, exist_ok=True)
     if lora:
         import torch
         from safetensors.torch import load_file, save_file
 
+        from decoding.lora_int8 import quantized, write_int8_weights
+
         model.save_pretrained(path)
         (Path(path) / "README.md").unlink(missing_ok=True)  # peft's empty model card
         f = Path(path) / "adapter_model.safetensors"
-        state = {k: v.to(torch.float16).contiguous() for k, v in load_file(str(f)).items()}
-        save_file(state, str(f), metadata={"format": "pt"})
+        if int8:
+            write_int8_weights(Path(path), quantized(load_file(str(f))))
+            f.unlink()
+        else:
+            for stale in Path(path).glob("lora_int8*.safetensors.gz"):
+                stale.unlink()  # an earlier int8 save in this folder
+            state = {k: v.to(torch.float16).contiguous() for k, v in load_file(str(f)).items()}
+            save_file(state, str(f), metadata={"format": "pt"})
         cfg_path = Path(path) / "adapter_config.json"
         cfg = json.loads(cfg_path.read_text())
         cfg["base_model_name_or_path"] = base

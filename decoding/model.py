@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -303,7 +304,8 @@ def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, ker
         raise ModelError(f"{folder} is a LoRA adapter: loading it needs the `peft` package (pip install -r requirements.txt)") from None
     base = load_model(base_name, device, dtype, progress, kernel="stock")
     try:
-        model = PeftModel.from_pretrained(base.model, folder, is_trainable=False).merge_and_unload()
+        with _peft_folder(folder) as readable:
+            model = PeftModel.from_pretrained(base.model, readable, is_trainable=False).merge_and_unload()
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise ModelError(f"cannot apply the adapter in {folder} to {base.model_id}: {_first_line(e)}") from None
     model.to(device).eval()
@@ -312,6 +314,31 @@ def _load_adapter(folder: str, device: str, dtype: str, progress, t0: float, ker
 
     used = use_skinny(model, kernel, progress)
     return LoadedModel(model, base.tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used)
+
+
+@contextmanager
+def _peft_folder(folder: str):
+    """A folder peft can load: ``folder`` itself, or for an adapter whose weights are int8
+    (``decoding.lora_int8``: no adapter_model.safetensors) a temporary copy of its config with the
+    weights dequantized to float32."""
+    from .lora_int8 import WEIGHTS, dequantized, read_int8_weights
+
+    if Path(folder, "adapter_model.safetensors").is_file() or not Path(folder, WEIGHTS).is_file():
+        yield folder
+        return
+    import shutil
+    import tempfile
+
+    from safetensors.torch import save_file
+
+    try:
+        weights = dequantized(read_int8_weights(Path(folder)))
+    except Exception as e:  # gzip, safetensors' own error, a tensor without its scale
+        raise ValueError(f"unreadable int8 weights ({type(e).__name__}: {_first_line(e)})") from None
+    with tempfile.TemporaryDirectory(prefix="lab-adapter-") as tmp:
+        shutil.copyfile(Path(folder, "adapter_config.json"), Path(tmp, "adapter_config.json"))
+        save_file(weights, str(Path(tmp, "adapter_model.safetensors")), metadata={"format": "pt"})
+        yield tmp
 
 
 def _first_line(e: Exception) -> str:

@@ -211,7 +211,8 @@ def _word_tokenizer(vocab: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0")
 
 
-def test_adapter_and_full_folders_load_through_load_model(tmp_path, items):
+def _trained_adapter(tmp_path, items):
+    """(base LoadedModel, tokenizer, base folder, the LoRA model trained a little)."""
     base_lm = tiny_lm("llama", 0, vocab=64)
     tok = _word_tokenizer(64)
     base_dir = tmp_path / "base"
@@ -219,6 +220,11 @@ def test_adapter_and_full_folders_load_through_load_model(tmp_path, items):
     tok.save_pretrained(base_dir)
     model = cllm.add_lora(copy.deepcopy(base_lm.model), r=4)
     cllm.train(model, items[:4], None, epochs=3, lr=3e-3, progress=False)
+    return base_lm, tok, base_dir, model
+
+
+def test_adapter_and_full_folders_load_through_load_model(tmp_path, items):
+    base_lm, tok, base_dir, model = _trained_adapter(tmp_path, items)
     ad = tmp_path / "adapter"
     cllm.save_model(model, tok, str(ad), str(base_dir), lora=True, meta={"base": str(base_dir)})
     assert json.loads((ad / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base_dir)
@@ -241,6 +247,41 @@ def test_adapter_and_full_folders_load_through_load_model(tmp_path, items):
     f = load_model(str(full), device="cpu")
     with torch.no_grad():
         assert torch.allclose(f.model(input_ids=x).logits, want, atol=1e-4)
+
+
+def test_an_int8_adapter_is_half_the_bytes_and_loads_as_its_dequantized_weights(tmp_path, items):
+    """save_model(int8=True) writes the LoRA weights as int8 with per-row scales (no peft safetensors);
+    load_model merges exactly those weights (dequantized), so what ships is what was evaluated; an
+    fp16 save into the same folder replaces them; a damaged file is a clear error."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from decoding.lora_int8 import WEIGHTS, dequantized, read_int8_weights
+
+    base_lm, tok, base_dir, model = _trained_adapter(tmp_path, items)
+    ad, fp = tmp_path / "int8", tmp_path / "fp16"
+    cllm.save_model(model, tok, str(ad), str(base_dir), lora=True, int8=True)
+    cllm.save_model(model, tok, str(fp), str(base_dir), lora=True)
+    assert not (ad / "adapter_model.safetensors").exists()
+    assert (ad / WEIGHTS).stat().st_size < 0.6 * (fp / "adapter_model.safetensors").stat().st_size
+    weights = dequantized(read_int8_weights(ad))
+    half = load_file(str(fp / "adapter_model.safetensors"))
+    assert weights.keys() == half.keys()
+    for k, w in weights.items():  # within half an int8 step of the trained weights
+        assert (w - half[k].float()).abs().max() <= w.abs().max() / 254 + 1e-3, k
+    same = copy.deepcopy(model)
+    set_peft_model_state_dict(same, weights)
+    x = torch.tensor([PROMPTS[0]])
+    with torch.no_grad():
+        want = same.merge_and_unload()(input_ids=x).logits
+        got = load_model(str(ad), device="cpu").model(input_ids=x).logits
+    assert torch.allclose(got, want, atol=1e-4)
+    cllm.save_model(model, tok, str(ad), str(base_dir), lora=True)  # fp16 over int8: the int8 file goes
+    assert sorted(p.name for p in ad.iterdir()) == sorted(p.name for p in fp.iterdir())
+    cllm.save_model(model, tok, str(ad), str(base_dir), lora=True, int8=True)
+    (ad / WEIGHTS).write_bytes(b"not gzip")
+    with pytest.raises(decoding.model.ModelError, match="unreadable int8 weights"):
+        load_model(str(ad), device="cpu")
 
 
 def test_adapter_with_a_missing_base_is_a_clear_error(tmp_path):

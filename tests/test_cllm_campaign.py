@@ -346,6 +346,13 @@ def test_export_writes_the_runs_weights_as_a_loadable_adapter(camp, tmp_path):
     # a checkout without state.pt exports the committed int8 checkpoint, and says so
     (camp.root / "run" / "state.pt").unlink()
     assert cp.export(str(camp.root), "run", str(out), say=lambda m: None, base=_lm())["weights_from"] == "portable"
+    # --int8: the shipped form (the weights as the checkpoint holds them, no fp16 file)
+    meta = cp.export(str(camp.root), "run", str(out), say=lambda m: None, base=_lm(), int8=True)
+    assert meta["weights"] == "int8" and not (out / "adapter_model.safetensors").exists()
+    back = cp.read_portable_weights(out)
+    for k, p in t.named.items():
+        w = cp.dequantize_rows(back[k.replace(".default", "")], back[k.replace(".default", "") + cp.SCALE])
+        assert (w - p.detach()).abs().max() <= p.detach().abs().max() / 127 + 1e-6, k
 
 
 @pytest.mark.parametrize("exact", [True, False])
@@ -427,13 +434,15 @@ def test_a_large_checkpoint_is_committed_in_parts_and_read_back_whole(tmp_path, 
     """The portable checkpoint's weights above PART_BYTES go into parts of about equal size (the
     repo takes files under 5 MB; a rank-32 adapter of the bundled model is 9.2 MB), each tensor with
     its scale; reading joins them; a smaller save later removes the parts it no longer needs."""
+    from decoding import lora_int8
+
     torch.manual_seed(0)
     tensors = {}
     for i in range(10):
         q, scale = cp.quantize_rows(torch.randn(64, 100))
         tensors[f"layer{i}.lora_A.weight"], tensors[f"layer{i}.lora_A.weight" + cp.SCALE] = q, scale
     one = sum(t.nbytes for t in tensors.values()) / 10
-    monkeypatch.setattr(cp, "PART_BYTES", int(one * 4))  # 10 tensors -> 3 parts (4, 3, 3 or so)
+    monkeypatch.setattr(lora_int8, "PART_BYTES", int(one * 4))  # 10 tensors -> 3 parts (4, 3, 3 or so)
     d = tmp_path / "checkpoint"
     cp.write_portable_weights(d, tensors)
     names = sorted(p.name for p in d.iterdir())
@@ -442,7 +451,7 @@ def test_a_large_checkpoint_is_committed_in_parts_and_read_back_whole(tmp_path, 
     assert max(sizes) < 1.6 * min(sizes)  # about equal parts
     back = cp.read_portable_weights(d)
     assert back.keys() == tensors.keys() and all(torch.equal(back[k], v) for k, v in tensors.items())
-    monkeypatch.setattr(cp, "PART_BYTES", int(one * 20))
+    monkeypatch.setattr(lora_int8, "PART_BYTES", int(one * 20))
     cp.write_portable_weights(d, tensors)
     assert sorted(p.name for p in d.iterdir()) == ["lora_int8.safetensors.gz"]  # the stale parts are gone
     assert all(torch.equal(cp.read_portable_weights(d)[k], v) for k, v in tensors.items())
