@@ -15,6 +15,9 @@ Layout of the campaign folder (``data/cllm`` by default; everything but ``partia
     run/curve.jsonl         the learning curve: one row per evaluation on held-out problems
     run/base_eval.json      the base model's answers and figures on those problems (computed once)
     run/adapter/            the current adapter (fp16), loadable by ``decoding.model.load_model``
+    run/points/step-NNNNN/  with ``run(keep_points=True)``: the adapter (int8) at each curve point, so
+                            that the best point, not only the last, can be evaluated and shipped
+                            (``export(step=N)``; machine-local, not committed)
 
 The data order is fixed by the manifest: shard after shard, each shard's items in a permutation
 seeded by (seed, shard); the position is (shard, index), so a resumed run sees exactly the items an
@@ -52,6 +55,7 @@ PARTIAL = "partial"
 RUN = "run"
 PORTABLE = "checkpoint"  # run/checkpoint/: the committed, machine-independent training checkpoint
 PORTABLE_WEIGHTS = WEIGHTS  # run/checkpoint/lora_int8.safetensors.gz (and parts): decoding.lora_int8
+POINTS = "points"  # run/points/step-NNNNN/: the adapter kept at each curve point (``run(keep_points=True)``)
 
 
 @dataclass
@@ -478,6 +482,9 @@ def status_lines(c: Campaign) -> list[str]:
         m = json.loads(meta.read_text())
         out.append(f"  saved: step {m.get('step')}, {m.get('items_seen', 0):,} items trained, data position "
                    f"{m.get('pos')} ({m.get('saved', '')})")
+    kept = kept_points(c.run_dir)
+    if kept:
+        out.append(f"  adapters kept at curve steps {', '.join(map(str, kept))} (campaign export --step N)")
     for p in read_curve(str(c.root), c.run)[-5:]:
         clean = (f"; without degenerate {p['clean_jacobi_tokens_per_step']:.3f} (base {p.get('clean_base_jacobi_tokens_per_step', 0):.3f})"
                  f" on {p['clean_prompts']}" if p.get("clean_prompts") else "")
@@ -891,35 +898,69 @@ def _trainer(c: Campaign, base, say):
     return tr, lm
 
 
+def point_dir(run_dir: Path, step: int) -> Path:
+    """Where ``run(keep_points=True)`` keeps the adapter of the curve point at ``step``."""
+    return run_dir / POINTS / f"step-{step:05d}"
+
+
+def kept_points(run_dir: Path) -> list[int]:
+    """The steps whose curve point's adapter is kept in ``run_dir`` (ascending)."""
+    d = run_dir / POINTS
+    return sorted(int(p.name[5:]) for p in d.glob("step-*") if p.name[5:].isdigit() and (p / "cllm.json").is_file()) \
+        if d.is_dir() else []
+
+
+def _rows_upto(path: Path, step: int) -> str:
+    """The JSONL rows of ``path`` (metrics or curve) with a ``step`` at most ``step``."""
+    return "".join(x + "\n" for x in path.read_text(encoding="utf-8").splitlines()
+                   if x.strip() and json.loads(x).get("step", 0) <= step)
+
+
 def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None,
-           int8: bool = False) -> dict[str, Any]:
+           int8: bool = False, step: int = 0) -> dict[str, Any]:
     """Write run ``run_name``'s saved weights as a loadable adapter folder ``out`` (what ``cllm eval``,
     ``cllm pair`` and the app load; ``assets/cllm/adapter`` ships one) with the run's metrics.jsonl
     (the training losses the CLLM page draws) and curve.jsonl. From the exact state (state.pt) where
     this machine has it, else from the committed int8 checkpoint; cllm.json says which. ``int8``:
     the weights in int8 with per-row scales (half of fp16's bytes; what is shipped is what is
-    evaluated, so evaluate the int8 folder). Trains nothing. Returns the adapter's cllm.json."""
+    evaluated, so evaluate the int8 folder). ``step``: the adapter kept at that curve point
+    (``run(keep_points=True)``; int8), its metrics and curve up to that step. Trains nothing.
+    Returns the adapter's cllm.json."""
     import shutil
 
     c = open_campaign(root)
     if run_name != RUN:
         c = use_recipe(c, run_name)
-    if not (c.run_dir / "state.pt").is_file() and not (c.run_dir / PORTABLE / "state.json").is_file():
-        raise UsageError(f"run {c.run} has no saved state in {c.run_dir} (train it first: campaign run --run {c.run})")
-    tr, _ = _trainer(c, base, say)
     dest = Path(out)
-    tr.write_adapter(dest, int8)
+    if step:
+        src = point_dir(c.run_dir, step)
+        if not (src / "cllm.json").is_file():
+            kept = ", ".join(map(str, kept_points(c.run_dir))) or "none (campaign run --keep-points keeps them)"
+            raise UsageError(f"run {c.run} kept no adapter at step {step}; kept: {kept}")
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in dest.iterdir():  # a folder exported before: no stale weights beside the point's
+            if f.is_file() and (f.name.startswith("adapter_model") or f.name.startswith("lora_int8")):
+                f.unlink()
+        for f in src.iterdir():
+            shutil.copyfile(f, dest / f.name)
+    else:
+        if not (c.run_dir / "state.pt").is_file() and not (c.run_dir / PORTABLE / "state.json").is_file():
+            raise UsageError(f"run {c.run} has no saved state in {c.run_dir} (train it first: campaign run --run {c.run})")
+        tr, _ = _trainer(c, base, say)
+        tr.write_adapter(dest, int8)
+    meta = json.loads((dest / "cllm.json").read_text(encoding="utf-8"))
     for name in ("metrics.jsonl", "curve.jsonl"):
         if (c.run_dir / name).is_file():
-            shutil.copyfile(c.run_dir / name, dest / name)
-    meta = json.loads((dest / "cllm.json").read_text(encoding="utf-8"))
-    say(f"run {c.run} at step {tr.step} ({tr.items_seen} items, weights from {meta['weights_from']}) -> {dest}")
+            (dest / name).write_text(_rows_upto(c.run_dir / name, meta["step"]), encoding="utf-8")
+    say(f"run {c.run} at step {meta['step']} ({meta['items_seen']} items, weights from {meta['weights_from']}) -> {dest}")
     return meta
 
 
-def _curve(tr: Trainer, held: list[dict], say) -> None:
+def _curve(tr: Trainer, held: list[dict], say, keep: bool = False) -> None:
     tr.save()
     p = tr.curve(held)
+    if keep:
+        tr.write_adapter(point_dir(tr.c.run_dir, tr.step), int8=True)
     say(f"curve at {tr.items_seen} items: tokens/step {p['jacobi_tokens_per_step']} "
         f"(base {p['base_jacobi_tokens_per_step']}), accuracy {p['accuracy']} (base {p['base_accuracy']})")
 
@@ -964,7 +1005,8 @@ def collapsed(c: Campaign, entry: dict, limit: float, say: Callable[[str], None]
 
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
-        recipe: dict[str, Any] | None = None, start: str = "", max_degenerate: float = MAX_DEGENERATE) -> dict[str, Any]:
+        recipe: dict[str, Any] | None = None, start: str = "", max_degenerate: float = MAX_DEGENERATE,
+        keep_points: bool = False) -> dict[str, Any]:
     """Go on with the campaign for about ``minutes``: train on the collected items not seen yet,
     collect the next shard (the settings' ``teacher``: the base model's trajectories, or the
     student's as it stands) when they run out, a learning-curve point every ``eval_every`` items; the state is saved every ``save_every``
@@ -974,7 +1016,8 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     its own run folder (``use_recipe``; one campaign process at a time: they share the shards);
     ``start``: the run folder whose saved state a new run starts from (``start_from``);
     ``max_degenerate``: stop when a student's shard has more degenerate answers than this share
-    (``collapsed``; the shard is kept)."""
+    (``collapsed``; the shard is kept); ``keep_points``: keep the adapter at each curve point
+    (``point_dir``), not only the last state, so that the best point can be shipped."""
     c = open_campaign(root)
     if run_name != RUN or recipe:
         c = use_recipe(c, run_name, recipe)
@@ -990,7 +1033,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     held, t0 = heldout_rows(c), tr.seconds
     try:
         if not read_curve(root, c.run) and not collect_only:
-            _curve(tr, held, say)
+            _curve(tr, held, say, keep_points)
             done["points"] += 1
         while not over():
             if collect_only or tr.available() < c.settings.items_per_step:
@@ -1009,7 +1052,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
                 say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
                     f"{(tr.seconds - t0) / done['steps']:.2f} s/step this run")
             if before // eval_every != tr.items_seen // eval_every:
-                _curve(tr, held, say)
+                _curve(tr, held, say, keep_points)
                 done["points"] += 1
             elif tr.step % save_every == 0:
                 tr.save()

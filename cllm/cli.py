@@ -104,6 +104,10 @@ def _campaign_args(g) -> None:
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--int8", action="store_true", help="export: the weights in int8 with per-row scales (half the "
                    "bytes of fp16; the shipped adapter is written so)")
+    g.add_argument("--step", type=int, default=0, help="export: the adapter kept at this curve point (run --keep-points) "
+                   "instead of the last saved state")
+    g.add_argument("--keep-points", action="store_true", help="run: keep the adapter (int8) at each curve point in "
+                   "RUN/points/ (machine-local), so that the best point can be exported (export --step N)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
     g.add_argument("--minutes", type=float, default=60.0, help="how long this run goes on (it stops cleanly, saved)")
     g.add_argument("--eval-every", type=int, default=512, help="a learning-curve point every K items trained")
@@ -159,11 +163,13 @@ def cmd_campaign(a) -> int:
             raise UsageError("campaign export writes the adapter to --out FOLDER")
         if recipe or a.start:
             raise UsageError("campaign export takes --run only (its recipe is kept in the run's folder)")
+        if a.step < 0 or (a.step and a.int8):
+            raise UsageError("--step is a curve point's step (its kept adapter is int8 already: no --int8)")
         _threads()
-        export(a.dir, a.run, a.out, say=_say, int8=a.int8)
+        export(a.dir, a.run, a.out, say=_say, int8=a.int8, step=a.step)
         return 0
-    if a.int8:
-        raise UsageError("--int8 is an option of campaign export")
+    if a.int8 or a.step:
+        raise UsageError("--int8 and --step are options of campaign export")
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
     if a.max_degenerate is not None and not 0 <= a.max_degenerate <= 1:
@@ -175,7 +181,7 @@ def cmd_campaign(a) -> int:
     if a.start and a.run == "run":
         raise UsageError("--from starts another run folder (--run run-NAME) from a saved run")
     run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe,
-        start=a.start, **({} if a.max_degenerate is None else {"max_degenerate": a.max_degenerate}))
+        start=a.start, keep_points=a.keep_points, **({} if a.max_degenerate is None else {"max_degenerate": a.max_degenerate}))
     return 0
 
 

@@ -355,6 +355,33 @@ def test_export_writes_the_runs_weights_as_a_loadable_adapter(camp, tmp_path):
         assert (w - p.detach()).abs().max() <= p.detach().abs().max() / 127 + 1e-6, k
 
 
+def test_kept_points_export_the_adapter_and_curve_of_that_step(camp, tmp_path):
+    said = []
+    cp.run(str(camp.root), minutes=5, eval_every=4, save_every=100, say=said.append, base=_lm(), max_steps=4,
+           keep_points=True)
+    run_dir = camp.root / "run"
+    steps = [p["step"] for p in cp.read_curve(str(camp.root))]
+    assert cp.kept_points(run_dir) == steps == [0, 2, 4]
+    assert any("adapters kept at curve steps 0, 2, 4" in x for x in cp.status_lines(camp))
+    with pytest.raises(UsageError, match="kept: 0, 2, 4"):
+        cp.export(str(camp.root), "run", str(tmp_path / "x"), say=lambda m: None, step=3)
+    t = cp.Trainer(camp, _lm())  # the saved state: step 4, the last point
+    out = tmp_path / "adapter"
+    (out).mkdir()
+    (out / "adapter_model.safetensors").write_bytes(b"stale")
+    meta = cp.export(str(camp.root), "run", str(out), say=lambda m: None, step=4)
+    assert (meta["step"], meta["weights"]) == (4, "int8") and not (out / "adapter_model.safetensors").exists()
+    back = cp.read_portable_weights(out)
+    for k, p in t.named.items():
+        q, scale = cp.quantize_rows(p.detach())
+        assert torch.equal(back[k.replace(".default", "")], q), k
+    meta = cp.export(str(camp.root), "run", str(out), say=lambda m: None, step=2)
+    assert meta["step"] == 2 and meta["items_seen"] == 4
+    assert [json.loads(x)["step"] for x in (out / "curve.jsonl").read_text().splitlines()] == [0, 2]
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert any(not torch.equal(back[k], v) for k, v in cp.read_portable_weights(out).items())  # another step's weights
+
+
 @pytest.mark.parametrize("exact", [True, False])
 def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
     """rank 4 -> 8 at the same lora_alpha / lora_r: the grown adapter computes what the saved one did
