@@ -145,6 +145,8 @@ def cmd_campaign(a) -> int:
             recipe[k] = float(v) if any(ch in v for ch in ".e") else int(v)
         except ValueError:
             raise UsageError(f"--recipe: {k} must be a number, got {v!r}") from None
+    if a.keep_points and a.action != "run":
+        raise UsageError("--keep-points is an option of campaign run")
     if a.action == "status":
         c = open_campaign(a.dir)
         if a.run != "run" or recipe:
