@@ -43,7 +43,8 @@ from typing import Any, Callable
 
 from decoding.io import UsageError
 from decoding.lora_int8 import (SCALE, WEIGHTS, dequantize_rows, quantize_rows,  # noqa: F401 (re-exported)
-                                 read_int8_weights as read_portable_weights, write_int8_weights as write_portable_weights)
+                                 read_int8_weights as read_portable_weights, remove_weights,
+                                 write_int8_weights as write_portable_weights)
 
 from .data import _done_prompts, check_item
 from .evaluate import final_number
@@ -938,9 +939,7 @@ def export(root: str, run_name: str, out: str, say: Callable[[str], None] = prin
             kept = ", ".join(map(str, kept_points(c.run_dir))) or "none (campaign run --keep-points keeps them)"
             raise UsageError(f"run {c.run} kept no adapter at step {step}; kept: {kept}")
         dest.mkdir(parents=True, exist_ok=True)
-        for f in dest.iterdir():  # a folder exported before: no stale weights beside the point's
-            if f.is_file() and (f.name.startswith("adapter_model") or f.name.startswith("lora_int8")):
-                f.unlink()
+        remove_weights(dest)  # a folder exported before: no stale weights beside the point's
         for f in src.iterdir():
             shutil.copyfile(f, dest / f.name)
     else:

@@ -283,8 +283,9 @@ def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | 
         import torch
         from safetensors.torch import load_file, save_file
 
-        from decoding.lora_int8 import quantized, write_int8_weights
+        from decoding.lora_int8 import quantized, remove_weights, write_int8_weights
 
+        remove_weights(Path(path))  # an earlier save in this folder, in either format
         model.save_pretrained(path)
         (Path(path) / "README.md").unlink(missing_ok=True)  # peft's empty model card
         f = Path(path) / "adapter_model.safetensors"
@@ -292,8 +293,6 @@ def save_model(model, tokenizer, path: str, base: str, lora: bool, meta: dict | 
             write_int8_weights(Path(path), quantized(load_file(str(f))))
             f.unlink()
         else:
-            for stale in Path(path).glob("lora_int8*.safetensors.gz"):
-                stale.unlink()  # an earlier int8 save in this folder
             state = {k: v.to(torch.float16).contiguous() for k, v in load_file(str(f)).items()}
             save_file(state, str(f), metadata={"format": "pt"})
         cfg_path = Path(path) / "adapter_config.json"

@@ -67,6 +67,14 @@ def write_int8_weights(d: Path, tensors: dict) -> None:
         i += 1
 
 
+def remove_weights(d: Path) -> None:
+    """Remove an adapter's weight files from ``d`` (peft's adapter_model*.safetensors and the int8
+    parts), so that a folder written again holds no stale weights beside the new ones."""
+    for pattern in ("adapter_model*.safetensors", "lora_int8*.safetensors.gz"):
+        for f in d.glob(pattern):
+            f.unlink()
+
+
 def read_int8_weights(d: Path) -> dict:
     """All parts ``write_int8_weights`` wrote in ``d``, as one dict of tensors ({} if none)."""
     from safetensors.torch import load
