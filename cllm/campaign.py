@@ -14,10 +14,12 @@ Layout of the campaign folder (``data/cllm`` by default; everything but ``partia
     run/metrics.jsonl       one row per optimizer step (losses, lr, items seen, seconds)
     run/curve.jsonl         the learning curve: one row per evaluation on held-out problems
     run/base_eval.json      the base model's answers and figures on those problems (computed once)
+    run/base_eval-S-C.json  the same on the C problems after the first S (``score``)
     run/adapter/            the current adapter (fp16), loadable by ``decoding.model.load_model``
     run/points/step-NNNNN/  with ``run(keep_points=True)``: the adapter (int8) at each curve point, so
                             that the best point, not only the last, can be evaluated and shipped
                             (``export(step=N)``; machine-local, not committed)
+    run/scores.jsonl        ``score``: a kept point (or any adapter) on the problems beyond the curve's
 
 The data order is fixed by the manifest: shard after shard, each shard's items in a permutation
 seeded by (seed, shard); the position is (shard, index), so a resumed run sees exactly the items an
@@ -338,8 +340,10 @@ def guard_shards(c: Campaign) -> int:
 
 # --- the learning curve ---------------------------------------------------------------------------
 
-def heldout_rows(c: Campaign) -> list[dict]:
-    """The held-out problems of the learning curve (id, prompt, reference number)."""
+def heldout_rows(c: Campaign, skip: int = 0, count: int = 0) -> list[dict]:
+    """The held-out problems of the learning curve (id, prompt, reference number); with ``skip`` /
+    ``count``, the ``count`` problems after the first ``skip`` of the held-out category instead
+    (``score``: the evaluation's problems beyond the curve's)."""
     st = c.settings
     rows = []
     with open(st.heldout, encoding="utf-8") as f:
@@ -350,18 +354,20 @@ def heldout_rows(c: Campaign) -> list[dict]:
             ref = (d.get("reference") or [""])[0]
             rows.append({"id": str(d["question_id"]), "category": d["category"], "prompt": d["turns"][0],
                          "reference": final_number(ref)})
-    return rows[:st.curve_prompts]
+    return rows[skip:skip + (count or st.curve_prompts)]
 
 
-def jacobi_lanes(lm, prompts: list[list[int]], st: Settings) -> list[tuple[list[int], int, int]]:
+def jacobi_lanes(lm, prompts: list[list[int]], st: Settings,
+                 tick: Callable[[], Any] | None = None) -> list[tuple[list[int], int, int]]:
     """Per prompt: the greedy answer of ``lm`` by batched Jacobi (its greedy AR answer), the tokens
-    its steps committed and its steps."""
+    its steps committed and its steps. ``tick()``: called as each prompt is finished (progress)."""
     from .batch import BatchedJacobi, Lane
 
     eos = set(lm.eos_token_ids)
     lanes = [Lane({"id": str(i)}, p, st.n, st.max_new_tokens, eos, st.seed) for i, p in enumerate(prompts)]
     for _ in BatchedJacobi(lm, st.n, st.max_new_tokens, st.seed, st.lanes).run(lanes):
-        pass
+        if tick:
+            tick()
     return [(ln.output, len(ln.output) - 1, ln.steps) for ln in lanes]
 
 
@@ -385,23 +391,26 @@ def clean_rates(answers: list[list[int]], lanes: list[list[int]], base_lanes: li
             "clean_base_jacobi_tokens_per_step": rate(base_lanes)}
 
 
-def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], untrained: bool = False) -> dict[str, Any]:
+def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], untrained: bool = False,
+                base_lm=None, base_name: str = "base_eval.json", tick: Callable[[], Any] | None = None) -> dict[str, Any]:
     """One learning-curve point of the model in ``lm`` (a LoRA model; ``base_off()`` a context
-    that switches the adapter off): Jacobi tokens/step, answer accuracy, identical share with the
-    base's answers, the base's perplexity of the answers (vs of its own), degenerate share. The
-    base's side is computed once and kept in run/base_eval.json; ``untrained``: the model is the base
-    (a fresh adapter is zero), so its figures are the base's."""
+    that switches the adapter off, or ``base_lm`` the base model itself beside a merged ``lm``):
+    Jacobi tokens/step, answer accuracy, identical share with the base's answers, the base's
+    perplexity of the answers (vs of its own), degenerate share. The base's side is computed once
+    and kept in run/``base_name``; ``untrained``: the model is the base (a fresh adapter is zero), so
+    its figures are the base's. ``tick``: ``jacobi_lanes``'s progress."""
     from .evaluate import answer_nll, degenerate, drift
 
     st = c.settings
+    blm = base_lm or lm
     prompts = [lm.encode(r["prompt"], chat=st.chat) for r in rows]
-    base_file = c.root / RUN / "base_eval.json"  # the base model's side: the same for every recipe
+    base_file = c.root / RUN / base_name  # the base model's side: the same for every recipe
     base = json.loads(base_file.read_text()) if base_file.is_file() else None
     if base is None or base.get("ids") != [r["id"] for r in rows] or "lanes" not in base:
         with base_off():
-            got = jacobi_lanes(lm, prompts, st)
+            got = jacobi_lanes(blm, prompts, st, tick)
             answers = [a for a, _, _ in got]
-            nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
+            nll = [answer_nll(blm, p, a) for p, a in zip(prompts, answers)]
         base = {"ids": [r["id"] for r in rows], "answers": answers, "nll": nll, "tokens": sum(t for _, t, _ in got),
                 "steps": sum(s for _, _, s in got), "lanes": [[t, s] for _, t, s in got]}
         base_file.parent.mkdir(parents=True, exist_ok=True)
@@ -409,10 +418,10 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
     if untrained:
         answers, lanes, nll = base["answers"], base["lanes"], [tuple(x) for x in base["nll"]]
     else:
-        got = jacobi_lanes(lm, prompts, st)
+        got = jacobi_lanes(lm, prompts, st, tick)
         answers, lanes = [a for a, _, _ in got], [[t, s] for _, t, s in got]
         with base_off():
-            nll = [answer_nll(lm, p, a) for p, a in zip(prompts, answers)]
+            nll = [answer_nll(blm, p, a) for p, a in zip(prompts, answers)]
     ppl = lambda pairs: math.exp(sum(x for x, _ in pairs) / max(1, sum(k for _, k in pairs)))
     correct = lambda ans: sum(final_number(lm.tokenizer.decode(a, skip_special_tokens=True)) == r["reference"]
                               for a, r in zip(ans, rows)) / len(rows)
@@ -953,6 +962,63 @@ def export(root: str, run_name: str, out: str, say: Callable[[str], None] = prin
             (dest / name).write_text(_rows_upto(c.run_dir / name, meta["step"]), encoding="utf-8")
     say(f"run {c.run} at step {meta['step']} ({meta['items_seen']} items, weights from {meta['weights_from']}) -> {dest}")
     return meta
+
+
+SCORES = "scores.jsonl"  # RUN/scores.jsonl: ``score``'s rows (committed)
+
+
+def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip: int = -1, count: int = 64,
+          say: Callable[[str], None] = print, base=None, cllm=None, progress: bool = True) -> dict[str, Any]:
+    """A curve point of one adapter on more held-out problems than the curve's 16: the ``count``
+    problems after the first ``skip`` of the held-out category (default: after the curve's, i.e.
+    the problems of ``cllm eval --skip-per-category 16 --per-category 64``), decoded in batched
+    lanes as the curve is (Jacobi tokens/step, accuracy, drift, degenerate share; no timings), so
+    that a run's kept points can be compared in minutes before the one to ship is evaluated in full
+    (``cllm eval``: timings too, an hour and more). The adapter: the one kept at curve point ``step``
+    of run ``run_name`` (what ``export --step`` ships) or the folder ``adapter``, merged at load.
+    The base's side is computed once per problem set (run/base_eval-SKIP-COUNT.json). Appends the
+    row to the run's scores.jsonl and returns it. ``base`` / ``cllm``: the models, loaded (default:
+    the campaign's base model; the adapter merged into it)."""
+    from contextlib import nullcontext
+
+    from tqdm import tqdm
+
+    from decoding.model import load_model
+
+    c = open_campaign(root)
+    if run_name != RUN:
+        c = use_recipe(c, run_name)
+    if bool(step) == bool(adapter):
+        raise UsageError("score takes one adapter: --step N (a curve point kept by run --keep-points) or --adapter DIR")
+    folder = point_dir(c.run_dir, step) if step else Path(adapter)
+    if step and not (folder / "cllm.json").is_file():
+        kept = ", ".join(map(str, kept_points(c.run_dir))) or "none (campaign run --keep-points keeps them)"
+        raise UsageError(f"run {c.run} kept no adapter at step {step}; kept: {kept}")
+    if not folder.is_dir():
+        raise UsageError(f"no adapter folder at {folder}")
+    skip = c.settings.curve_prompts if skip < 0 else skip
+    rows = heldout_rows(c, skip, count)
+    if count < 1 or len(rows) < count:
+        raise UsageError(f"{c.settings.heldout} has {len(rows)} {c.settings.heldout_category} problems after the "
+                         f"first {skip}, not {count}")
+    base = base or load_model(None if c.model == "bundled" else c.model, progress=say)
+    lm = cllm or load_model(str(folder), progress=say)
+    t0 = time.perf_counter()
+    with tqdm(desc="score", unit="problem", file=sys.stderr, disable=not progress) as bar:
+        p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=f"base_eval-{skip}-{count}.json",
+                        tick=lambda: bar.update())
+    meta = json.loads((folder / "cllm.json").read_text(encoding="utf-8")) if (folder / "cllm.json").is_file() else {}
+    row = {"run": c.run, "step": meta.get("step", step), "adapter": "" if step else str(folder), "skip": skip,
+           "ids": [r["id"] for r in rows], **p, "eval_seconds": round(time.perf_counter() - t0, 1),
+           "date": time.strftime("%Y-%m-%d %H:%M")}
+    with open(c.run_dir / SCORES, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+    gain = p["jacobi_tokens_per_step"] / max(1e-9, p["base_jacobi_tokens_per_step"])
+    say(f"step {row['step']} on {count} held-out problems: tokens/step {p['jacobi_tokens_per_step']} (base "
+        f"{p['base_jacobi_tokens_per_step']}: {gain:.2f}x), degenerate {p['degenerate_share']:.1%} (base "
+        f"{p['base_degenerate_share']:.1%}), accuracy {p['accuracy']:.1%} (base {p['base_accuracy']:.1%}), base ppl "
+        f"{p['base_ppl_cllm']} (of its own {p['base_ppl_base']})")
+    return row
 
 
 def _curve(tr: Trainer, held: list[dict], say, keep: bool = False) -> None:

@@ -98,14 +98,19 @@ def build_parser() -> Parser:
 
 
 def _campaign_args(g) -> None:
-    g.add_argument("action", choices=["run", "status", "export", "guard"], help="run: go on for --minutes; status: where it "
-                   "stands; export: write --run's saved weights as an adapter folder (--out); guard: drop a student's "
-                   "degenerate answers from its shards collected before the collapse guard")
+    g.add_argument("action", choices=["run", "status", "export", "guard", "score"], help="run: go on for --minutes; "
+                   "status: where it stands; export: write --run's saved weights as an adapter folder (--out); guard: "
+                   "drop a student's degenerate answers from its shards collected before the collapse guard; score: a "
+                   "kept point (--step) or an adapter (--adapter) on the --count held-out problems after the curve's, "
+                   "batched (minutes: tokens/step, accuracy, drift; appended to RUN/scores.jsonl)")
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--int8", action="store_true", help="export: the weights in int8 with per-row scales (half the "
                    "bytes of fp16; the shipped adapter is written so)")
-    g.add_argument("--step", type=int, default=0, help="export: the adapter kept at this curve point (run --keep-points) "
-                   "instead of the last saved state")
+    g.add_argument("--step", type=int, default=0, help="export, score: the adapter kept at this curve point (run "
+                   "--keep-points) instead of the last saved state")
+    g.add_argument("--adapter", default="", help="score: this adapter folder (e.g. assets/cllm/adapter) instead of --step")
+    g.add_argument("--skip", type=int, default=-1, help="score: skip this many held-out problems (default: the curve's)")
+    g.add_argument("--count", type=int, default=64, help="score: then take this many (default 64: cllm eval's held-out-64)")
     g.add_argument("--keep-points", action="store_true", help="run: keep the adapter (int8) at each curve point in "
                    "RUN/points/ (machine-local), so that the best point can be exported (export --step N)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
@@ -147,6 +152,10 @@ def cmd_campaign(a) -> int:
             raise UsageError(f"--recipe: {k} must be a number, got {v!r}") from None
     if a.keep_points and a.action != "run":
         raise UsageError("--keep-points is an option of campaign run")
+    if a.action == "score":
+        return _campaign_score(a, recipe)
+    if a.adapter or a.skip != -1 or a.count != 64:
+        raise UsageError("--adapter, --skip and --count are options of campaign score")
     if a.action == "status":
         c = open_campaign(a.dir)
         if a.run != "run" or recipe:
@@ -184,6 +193,16 @@ def cmd_campaign(a) -> int:
         raise UsageError("--from starts another run folder (--run run-NAME) from a saved run")
     run(a.dir, a.minutes, a.eval_every, a.save_every, a.collect_only, say=_say, run_name=a.run, recipe=recipe,
         start=a.start, keep_points=a.keep_points, **({} if a.max_degenerate is None else {"max_degenerate": a.max_degenerate}))
+    return 0
+
+
+def _campaign_score(a, recipe: dict) -> int:
+    from .campaign import score
+
+    if recipe or a.start or a.int8:
+        raise UsageError("campaign score takes --run, --step or --adapter, --skip and --count")
+    _threads()
+    score(a.dir, a.run, a.step, a.adapter, a.skip, a.count, say=_say)
     return 0
 
 

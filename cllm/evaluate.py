@@ -336,7 +336,8 @@ def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
     """The CLLM page's choice of pair from ``eval`` rows, by a stated rule: among the prompts whose
     CLLM answer keeps >= ``keep`` of the base's tokens (identical_share) and is not degenerate, the
     one with the median tokens/step gain (the lower middle of an even count: a real prompt). If none
-    qualifies, the median over all prompts, and the rule says so. Returns {rule, chosen, qualified,
+    qualifies, the median over the prompts whose CLLM answer is not degenerate (all, if every one
+    is), and the rule says so. Returns {rule, chosen, qualified,
     prompts: [{id, category, split, base/cllm tokens/step and steps, gain, identical_share,
     degenerate}]} (every prompt, for a list to pick from)."""
     table = []
@@ -350,11 +351,12 @@ def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
     if not table:
         raise ValueError("no results to choose a pair from")
     ok = [t for t in table if t["identical_share"] >= keep and not t["degenerate"]]
-    rule = PAIR_RULE.format(keep=keep)
-    if not ok:
-        ok, rule = table, rule + f" (no prompt qualified: the median over all {len(table)} prompts)"
+    rule, qualified = PAIR_RULE.format(keep=keep), len(ok)
+    if not ok:  # still never a degenerate answer, unless every one is
+        ok = [t for t in table if not t["degenerate"]] or table
+        rule += (f" (no prompt qualified: the median over the {len(ok)} of {len(table)} prompts whose CLLM answer "
+                 "is not degenerate)")
     ranked = sorted(ok, key=lambda t: (t["gain"], str(t["id"])))
     chosen = ranked[(len(ranked) - 1) // 2]
-    return {"rule": rule, "keep": keep, "chosen": chosen["id"], "qualified": len(ok) if ok is not table else 0,
-            "prompts": table}
+    return {"rule": rule, "keep": keep, "chosen": chosen["id"], "qualified": qualified, "prompts": table}
 

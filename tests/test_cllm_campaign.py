@@ -382,6 +382,29 @@ def test_kept_points_export_the_adapter_and_curve_of_that_step(camp, tmp_path):
     assert any(not torch.equal(back[k], v) for k, v in cp.read_portable_weights(out).items())  # another step's weights
 
 
+def test_score_rates_a_kept_point_on_the_problems_after_the_curves(camp, tmp_path):
+    cp.run(str(camp.root), minutes=5, eval_every=4, save_every=100, say=lambda m: None, base=_lm(), max_steps=4,
+           keep_points=True)
+    quiet = dict(say=lambda m: None, progress=False)
+    with pytest.raises(UsageError, match="kept: 0, 2, 4"):
+        cp.score(str(camp.root), step=3, **quiet)
+    with pytest.raises(UsageError, match="one adapter"):
+        cp.score(str(camp.root), step=4, adapter=str(tmp_path), **quiet)
+    with pytest.raises(UsageError, match="has 2 math_reasoning problems after the first 1, not 3"):
+        cp.score(str(camp.root), step=4, skip=1, count=3, **quiet)
+    tr, lm = cp._trainer(camp, _lm(), lambda m: None)  # the saved state: step 4, the kept point
+    held = cp.heldout_rows(camp, 1, 2)
+    assert [r["id"] for r in held] == ["901", "902"] and [r["id"] for r in cp.heldout_rows(camp)] == ["900", "901", "902"]
+    want = cp.curve_point(camp, lm, tr.model.disable_adapter, held, base_name="want.json")
+    row = cp.score(str(camp.root), step=4, skip=1, count=2, base=_lm(), cllm=lm, **quiet)
+    assert (row["step"], row["skip"], row["ids"], row["prompts"]) == (4, 1, ["901", "902"], 2)
+    assert {k: row[k] for k in want} == want  # the base model beside a merged CLLM == the adapter switched off
+    cached = json.loads((camp.root / "run" / "base_eval-1-2.json").read_text())
+    assert cached["ids"] == ["901", "902"] and cached == json.loads((camp.root / "run" / "want.json").read_text())
+    rows = [json.loads(x) for x in (camp.root / "run" / cp.SCORES).read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["jacobi_tokens_per_step"] == want["jacobi_tokens_per_step"]
+
+
 @pytest.mark.parametrize("exact", [True, False])
 def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
     """rank 4 -> 8 at the same lora_alpha / lora_r: the grown adapter computes what the saved one did

@@ -203,6 +203,10 @@ def test_pair_table_rule():
     assert [p["id"] for p in t["prompts"]] == list("abcde") and t["prompts"][0]["gain"] == 3.0
     t = cllm.pair_table([_res("x", "m", 1.0, 1.1, 0.1), _res("y", "m", 1.0, 1.3, 0.2)])
     assert t["chosen"] == "x" and t["qualified"] == 0 and "no prompt qualified" in t["rule"]  # lower middle
+    # none qualifies: the fallback median still skips degenerate answers (w, the lower middle of all three, is one)
+    t = cllm.pair_table([_res("v", "m", 1.0, 1.1, 0.1), _res("w", "m", 1.0, 1.2, 0.1, deg=True),
+                         _res("z", "m", 1.0, 1.4, 0.2)])
+    assert t["chosen"] == "v" and t["qualified"] == 0 and "2 of 3 prompts" in t["rule"]
 
 
 def test_pair_from_results_picks_by_the_rule(tmp_path, prompts, models, loads):
