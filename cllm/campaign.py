@@ -340,6 +340,34 @@ def guard_shards(c: Campaign) -> int:
 
 # --- the learning curve ---------------------------------------------------------------------------
 
+def gt_order(st: Settings) -> list[dict]:
+    """The source's answered problems in the order ``gt_per_step`` takes them (``Trainer._gt_pairs``):
+    one permutation seeded by the settings' seed, cycled through from step 0."""
+    answers = source_answers(st.source)
+    rows = [r for r in _source_rows(st.source) if r["id"] in answers]
+    random.Random(st.seed * 1_000_003 + 97).shuffle(rows)
+    return rows
+
+
+def unseen_rows(c: Campaign, count: int, max_step: int) -> list[dict]:
+    """A selection set: ``count`` problems of the campaign's source that training up to step
+    ``max_step`` never saw, the last ones of ``gt_order`` (taken last) that are in no shard of any
+    campaign folder beside this one (they all read the source from its start), checked against the
+    places steps 0..``max_step`` took (``gt_per_step`` of this run, at least 2: every recipe's so far).
+    Choosing a point on these leaves the held-out problems held out. (id, prompt, reference number)"""
+    st = c.settings
+    answers = source_answers(st.source)
+    in_shards = {str(i) for d in campaign_folders(str(c.root.parent)) + [c.root]
+                 for sh in json.loads((d / MANIFEST).read_text()).get("shards", []) for i in sh["prompt_ids"]}
+    order = gt_order(st)
+    taken = {r["id"] for r in order[:(max_step + 1) * max(2, st.gt_per_step)]}
+    tail = [r for r in order if r["id"] not in in_shards and final_number(answers[r["id"]]) is not None][-count:]
+    if len(tail) < count or any(r["id"] in taken for r in tail):
+        raise UsageError(f"{st.source} has no {count} problems left that {max_step + 1} steps of ground-truth "
+                         "answers and the shards never used: score the held-out problems instead")
+    return [{**r, "reference": final_number(answers[r["id"]])} for r in tail]
+
+
 def heldout_rows(c: Campaign, skip: int = 0, count: int = 0) -> list[dict]:
     """The held-out problems of the learning curve (id, prompt, reference number); with ``skip`` /
     ``count``, the ``count`` problems after the first ``skip`` of the held-out category instead
@@ -764,9 +792,7 @@ class Trainer:
         st = self.st
         if self._gt_order is None:
             answers = self._source_answers()
-            rows = [r for r in _source_rows(st.source) if r["id"] in answers]
-            random.Random(st.seed * 1_000_003 + 97).shuffle(rows)
-            self._gt_order = [(r["prompt"], answers[r["id"]]) for r in rows]
+            self._gt_order = [(r["prompt"], answers[r["id"]]) for r in gt_order(st)]
         picks = [self._gt_order[(self.step * st.gt_per_step + j) % len(self._gt_order)] for j in range(st.gt_per_step)]
         return [(self.lm.encode(q, chat=st.chat), self._answer_ids(a)) for q, a in picks]
 
@@ -920,6 +946,11 @@ def kept_points(run_dir: Path) -> list[int]:
         if d.is_dir() else []
 
 
+def _lines(path: Path) -> list[str]:
+    """The non-empty lines of a JSONL file (none if it is missing)."""
+    return [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()] if path.is_file() else []
+
+
 def _rows_upto(path: Path, step: int) -> str:
     """The JSONL rows of ``path`` (metrics or curve) with a ``step`` at most ``step``."""
     return "".join(x + "\n" for x in path.read_text(encoding="utf-8").splitlines()
@@ -967,8 +998,23 @@ def export(root: str, run_name: str, out: str, say: Callable[[str], None] = prin
 SCORES = "scores.jsonl"  # RUN/scores.jsonl: ``score``'s rows (committed)
 
 
+def _score_rows(c: Campaign, skip: int, count: int, select: bool) -> list[dict]:
+    """``score``'s problems: the selection set (``unseen_rows``, against the run's last step) or the
+    ``count`` held-out problems after the first ``skip``."""
+    if count < 1:
+        raise UsageError("--count must be positive")
+    if select:
+        return unseen_rows(c, count, max([0] + [json.loads(x)["step"] for x in _lines(c.run_dir / "metrics.jsonl")]))
+    rows = heldout_rows(c, skip, count)
+    if len(rows) < count:
+        raise UsageError(f"{c.settings.heldout} has {len(rows)} {c.settings.heldout_category} problems after the "
+                         f"first {skip}, not {count}")
+    return rows
+
+
 def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip: int = -1, count: int = 64,
-          say: Callable[[str], None] = print, base=None, cllm=None, progress: bool = True) -> dict[str, Any]:
+          say: Callable[[str], None] = print, base=None, cllm=None, progress: bool = True,
+          select: bool = False) -> dict[str, Any]:
     """A curve point of one adapter on more held-out problems than the curve's 16: the ``count``
     problems after the first ``skip`` of the held-out category (default: after the curve's, i.e.
     the problems of ``cllm eval --skip-per-category 16 --per-category 64``), decoded in batched
@@ -976,6 +1022,8 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
     that a run's kept points can be compared in minutes before the one to ship is evaluated in full
     (``cllm eval``: timings too, an hour and more). The adapter: the one kept at curve point ``step``
     of run ``run_name`` (what ``export --step`` ships) or the folder ``adapter``, merged at load.
+    ``select``: the ``count`` problems of ``unseen_rows`` instead (GSM8K problems the run never
+    trained on, not the held-out ones: choose a point on these, then evaluate it on the held-out).
     The base's side is computed once per problem set (run/base_eval-SKIP-COUNT.json). Appends the
     row to the run's scores.jsonl and returns it. ``base`` / ``cllm``: the models, loaded (default:
     the campaign's base model; the adapter merged into it)."""
@@ -997,24 +1045,24 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
     if not folder.is_dir():
         raise UsageError(f"no adapter folder at {folder}")
     skip = c.settings.curve_prompts if skip < 0 else skip
-    rows = heldout_rows(c, skip, count)
-    if count < 1 or len(rows) < count:
-        raise UsageError(f"{c.settings.heldout} has {len(rows)} {c.settings.heldout_category} problems after the "
-                         f"first {skip}, not {count}")
+    rows = _score_rows(c, skip, count, select)
     base = base or load_model(None if c.model == "bundled" else c.model, progress=say)
     lm = cllm or load_model(str(folder), progress=say)
     t0 = time.perf_counter()
-    with tqdm(desc="score", unit="problem", file=sys.stderr, disable=not progress) as bar:
-        p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=f"base_eval-{skip}-{count}.json",
-                        tick=lambda: bar.update())
+    name = f"base_eval-select-{count}.json" if select else f"base_eval-{skip}-{count}.json"
+    todo = count * (1 if (c.root / RUN / name).is_file() else 2)  # the base's side first, where not computed yet
+    with tqdm(total=todo, desc="score (base, then the CLLM)" if todo > count else "score", unit="problem",
+              file=sys.stderr, disable=not progress) as bar:
+        p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=name, tick=lambda: bar.update())
     meta = json.loads((folder / "cllm.json").read_text(encoding="utf-8")) if (folder / "cllm.json").is_file() else {}
-    row = {"run": c.run, "step": meta.get("step", step), "adapter": "" if step else str(folder), "skip": skip,
+    row = {"run": c.run, "step": meta.get("step", step), "adapter": "" if step else str(folder),
+           "problems": "selection" if select else "held-out", "skip": 0 if select else skip,
            "ids": [r["id"] for r in rows], **p, "eval_seconds": round(time.perf_counter() - t0, 1),
            "date": time.strftime("%Y-%m-%d %H:%M")}
     with open(c.run_dir / SCORES, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
     gain = p["jacobi_tokens_per_step"] / max(1e-9, p["base_jacobi_tokens_per_step"])
-    say(f"step {row['step']} on {count} held-out problems: tokens/step {p['jacobi_tokens_per_step']} (base "
+    say(f"step {row['step']} on {count} {row['problems']} problems: tokens/step {p['jacobi_tokens_per_step']} (base "
         f"{p['base_jacobi_tokens_per_step']}: {gain:.2f}x), degenerate {p['degenerate_share']:.1%} (base "
         f"{p['base_degenerate_share']:.1%}), accuracy {p['accuracy']:.1%} (base {p['base_accuracy']:.1%}), base ppl "
         f"{p['base_ppl_cllm']} (of its own {p['base_ppl_base']})")

@@ -111,6 +111,8 @@ def _campaign_args(g) -> None:
     g.add_argument("--adapter", default="", help="score: this adapter folder (e.g. assets/cllm/adapter) instead of --step")
     g.add_argument("--skip", type=int, default=-1, help="score: skip this many held-out problems (default: the curve's)")
     g.add_argument("--count", type=int, default=64, help="score: then take this many (default 64: cllm eval's held-out-64)")
+    g.add_argument("--select", action="store_true", help="score: GSM8K problems the run never trained on (a selection "
+                   "set: choose a point on these, then evaluate it on the held-out ones) instead of the held-out")
     g.add_argument("--keep-points", action="store_true", help="run: keep the adapter (int8) at each curve point in "
                    "RUN/points/ (machine-local), so that the best point can be exported (export --step N)")
     g.add_argument("--dir", default="data/cllm", help="the campaign folder (manifest, shards, run/; default data/cllm)")
@@ -154,8 +156,8 @@ def cmd_campaign(a) -> int:
         raise UsageError("--keep-points is an option of campaign run")
     if a.action == "score":
         return _campaign_score(a, recipe)
-    if a.adapter or a.skip != -1 or a.count != 64:
-        raise UsageError("--adapter, --skip and --count are options of campaign score")
+    if a.adapter or a.skip != -1 or a.count != 64 or a.select:
+        raise UsageError("--adapter, --skip, --count and --select are options of campaign score")
     if a.action == "status":
         c = open_campaign(a.dir)
         if a.run != "run" or recipe:
@@ -200,9 +202,11 @@ def _campaign_score(a, recipe: dict) -> int:
     from .campaign import score
 
     if recipe or a.start or a.int8:
-        raise UsageError("campaign score takes --run, --step or --adapter, --skip and --count")
+        raise UsageError("campaign score takes --run, --step or --adapter, --skip or --select, and --count")
     _threads()
-    score(a.dir, a.run, a.step, a.adapter, a.skip, a.count, say=_say)
+    if a.select and a.skip != -1:
+        raise UsageError("--select takes its own problems: no --skip")
+    score(a.dir, a.run, a.step, a.adapter, a.skip, a.count, say=_say, select=a.select)
     return 0
 
 

@@ -405,6 +405,18 @@ def test_score_rates_a_kept_point_on_the_problems_after_the_curves(camp, tmp_pat
     assert len(rows) == 1 and rows[0]["jacobi_tokens_per_step"] == want["jacobi_tokens_per_step"]
 
 
+def test_the_selection_set_is_what_no_shard_and_no_ground_truth_step_used(camp):
+    cp.collect_shard(camp, _lm(), say=lambda m: None)  # shard 0: source problems 1-3
+    order = [r["id"] for r in cp.gt_order(camp.settings)]
+    assert sorted(order, key=int) == [str(i) for i in range(1, 8)] and order != sorted(order, key=int)
+    got = cp.unseen_rows(camp, 2, max_step=0)  # step 0 took the first 2 places of the order
+    want = [i for i in order if i not in {"1", "2", "3"}][-2:]
+    assert [r["id"] for r in got] == want and all(r["reference"] == 1.0 for r in got)
+    assert not set(want) & set(order[:2])
+    with pytest.raises(UsageError, match="no 2 problems left"):  # 3 steps x 2 places: the order's end is reached
+        cp.unseen_rows(camp, 2, max_step=2)
+
+
 @pytest.mark.parametrize("exact", [True, False])
 def test_a_run_at_a_larger_rank_starts_from_a_saved_run_unchanged(camp, exact):
     """rank 4 -> 8 at the same lora_alpha / lora_r: the grown adapter computes what the saved one did
