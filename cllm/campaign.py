@@ -340,10 +340,11 @@ def guard_shards(c: Campaign) -> int:
 
 # --- the learning curve ---------------------------------------------------------------------------
 
-def gt_order(st: Settings) -> list[dict]:
+def gt_order(st: Settings, answers: dict[str, str] | None = None) -> list[dict]:
     """The source's answered problems in the order ``gt_per_step`` takes them (``Trainer._gt_pairs``):
-    one permutation seeded by the settings' seed, cycled through from step 0."""
-    answers = source_answers(st.source)
+    one permutation seeded by the settings' seed, cycled through from step 0. ``answers``: the
+    source's (``source_answers``), where the caller has read them already."""
+    answers = answers if answers is not None else source_answers(st.source)
     rows = [r for r in _source_rows(st.source) if r["id"] in answers]
     random.Random(st.seed * 1_000_003 + 97).shuffle(rows)
     return rows
@@ -359,7 +360,7 @@ def unseen_rows(c: Campaign, count: int, max_step: int) -> list[dict]:
     answers = source_answers(st.source)
     in_shards = {str(i) for d in campaign_folders(str(c.root.parent)) + [c.root]
                  for sh in json.loads((d / MANIFEST).read_text()).get("shards", []) for i in sh["prompt_ids"]}
-    order = gt_order(st)
+    order = gt_order(st, answers)
     taken = {r["id"] for r in order[:(max_step + 1) * max(2, st.gt_per_step)]}
     tail = [r for r in order if r["id"] not in in_shards and final_number(answers[r["id"]]) is not None][-count:]
     if len(tail) < count or any(r["id"] in taken for r in tail):
@@ -792,7 +793,7 @@ class Trainer:
         st = self.st
         if self._gt_order is None:
             answers = self._source_answers()
-            self._gt_order = [(r["prompt"], answers[r["id"]]) for r in gt_order(st)]
+            self._gt_order = [(r["prompt"], answers[r["id"]]) for r in gt_order(st, answers)]
         picks = [self._gt_order[(self.step * st.gt_per_step + j) % len(self._gt_order)] for j in range(st.gt_per_step)]
         return [(self.lm.encode(q, chat=st.chat), self._answer_ids(a)) for q, a in picks]
 
@@ -953,8 +954,7 @@ def _lines(path: Path) -> list[str]:
 
 def _rows_upto(path: Path, step: int) -> str:
     """The JSONL rows of ``path`` (metrics or curve) with a ``step`` at most ``step``."""
-    return "".join(x + "\n" for x in path.read_text(encoding="utf-8").splitlines()
-                   if x.strip() and json.loads(x).get("step", 0) <= step)
+    return "".join(x + "\n" for x in _lines(path) if json.loads(x).get("step", 0) <= step)
 
 
 def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None,
