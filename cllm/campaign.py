@@ -1116,6 +1116,16 @@ def collapsed(c: Campaign, entry: dict, limit: float, say: Callable[[str], None]
     return True
 
 
+def _progress(tr: "Trainer", row: dict, steps: int, mark: list, say) -> None:
+    """Every 10th step: the losses and the seconds per step since the last report (``mark``: the
+    trainer's seconds and this run's steps then; updated), not since the run began (a slow stretch,
+    e.g. beside another process, would colour every later figure)."""
+    if tr.step % 10 == 0:
+        say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
+            f"{(tr.seconds - mark[0]) / max(1, steps - mark[1]):.2f} s/step")
+        mark[:] = [tr.seconds, steps]
+
+
 def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, collect_only: bool = False,
         say: Callable[[str], None] = print, base=None, max_steps: int = 0, run_name: str = RUN,
         recipe: dict[str, Any] | None = None, start: str = "", max_degenerate: float = MAX_DEGENERATE,
@@ -1143,7 +1153,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
     over = lambda: stop["now"] or time.perf_counter() > t_end or bool(max_steps and done["steps"] >= max_steps)
     _check_teacher(c)
     tr, lm = _trainer(c, base, say)
-    held, t0 = heldout_rows(c), tr.seconds
+    held, mark = heldout_rows(c), [tr.seconds, 0]  # the rate is reported over the steps since the last report
     try:
         if not read_curve(root, c.run) and not collect_only:
             _curve(tr, held, say, keep_points)
@@ -1161,9 +1171,7 @@ def run(root: str, minutes: float, eval_every: int = 512, save_every: int = 20, 
             before = tr.items_seen
             row = tr.train_step()
             done["steps"] += 1
-            if tr.step % 10 == 0:
-                say(f"step {tr.step}: items {tr.items_seen}, consistency {row['consistency']:.3f}, ar {row['ar']:.3f}, "
-                    f"{(tr.seconds - t0) / done['steps']:.2f} s/step this run")
+            _progress(tr, row, done["steps"], mark, say)
             if before // eval_every != tr.items_seen // eval_every:
                 _curve(tr, held, say, keep_points)
                 done["points"] += 1

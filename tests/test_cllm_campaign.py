@@ -655,3 +655,19 @@ def test_a_run_stops_when_the_students_shard_shows_the_collapse(camp, tmp_path, 
     err = tmp_path / "nothing"
     assert cllm.main(["campaign", "run", "--dir", str(err), "--max-degenerate", "1.5"]) == 2
     assert not err.exists()  # refused before a campaign folder is made
+
+
+def test_progress_rate_is_since_the_last_report():
+    """The s/step figure covers the steps since the previous report, so one slow stretch does not
+    colour every later figure."""
+    from types import SimpleNamespace
+
+    from cllm.campaign import _progress
+
+    said, mark = [], [0.0, 0]
+    row = {"consistency": 0.5, "ar": 0.1}
+    _progress(SimpleNamespace(step=10, items_seen=40, seconds=1000.0), row, 10, mark, said.append)  # a slow stretch
+    _progress(SimpleNamespace(step=15, items_seen=60, seconds=1040.0), row, 15, mark, said.append)  # not a 10th step
+    _progress(SimpleNamespace(step=20, items_seen=80, seconds=1080.0), row, 20, mark, said.append)
+    assert len(said) == 2 and said[0].endswith("100.00 s/step") and said[1].endswith("8.00 s/step")
+    assert mark == [1080.0, 20]
