@@ -420,6 +420,13 @@ def clean_rates(answers: list[list[int]], lanes: list[list[int]], base_lanes: li
             "clean_base_jacobi_tokens_per_step": rate(base_lanes)}
 
 
+def cached_base(path: Path, rows: list[dict]) -> dict[str, Any] | None:
+    """The base model's side of a curve point kept in ``path``, if it is for these problems (else None:
+    ``curve_point`` computes it again)."""
+    base = json.loads(path.read_text()) if path.is_file() else None
+    return base if base and base.get("ids") == [r["id"] for r in rows] and "lanes" in base else None
+
+
 def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], untrained: bool = False,
                 base_lm=None, base_name: str = "base_eval.json", tick: Callable[[], Any] | None = None) -> dict[str, Any]:
     """One learning-curve point of the model in ``lm`` (a LoRA model; ``base_off()`` a context
@@ -434,8 +441,8 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
     blm = base_lm or lm
     prompts = [lm.encode(r["prompt"], chat=st.chat) for r in rows]
     base_file = c.root / RUN / base_name  # the base model's side: the same for every recipe
-    base = json.loads(base_file.read_text()) if base_file.is_file() else None
-    if base is None or base.get("ids") != [r["id"] for r in rows] or "lanes" not in base:
+    base = cached_base(base_file, rows)
+    if base is None:
         with base_off():
             got = jacobi_lanes(blm, prompts, st, tick)
             answers = [a for a, _, _ in got]
@@ -1050,7 +1057,7 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
     lm = cllm or load_model(str(folder), progress=say)
     t0 = time.perf_counter()
     name = f"base_eval-select-{count}.json" if select else f"base_eval-{skip}-{count}.json"
-    todo = count * (1 if (c.root / RUN / name).is_file() else 2)  # the base's side first, where not computed yet
+    todo = count * (1 if cached_base(c.root / RUN / name, rows) else 2)  # the base's side first, where not kept
     with tqdm(total=todo, desc="score (base, then the CLLM)" if todo > count else "score", unit="problem",
               file=sys.stderr, disable=not progress) as bar:
         p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=name, tick=lambda: bar.update())

@@ -401,6 +401,9 @@ def test_score_rates_a_kept_point_on_the_problems_after_the_curves(camp, tmp_pat
     assert {k: row[k] for k in want} == want  # the base model beside a merged CLLM == the adapter switched off
     cached = json.loads((camp.root / "run" / "base_eval-1-2.json").read_text())
     assert cached["ids"] == ["901", "902"] and cached == json.loads((camp.root / "run" / "want.json").read_text())
+    kept = camp.root / "run" / "base_eval-1-2.json"  # what score's progress total reads: kept for these problems only
+    assert cp.cached_base(kept, held) == cached and cp.cached_base(kept, held[:1]) is None
+    assert cp.cached_base(camp.root / "run" / "none.json", held) is None
     rows = [json.loads(x) for x in (camp.root / "run" / cp.SCORES).read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["jacobi_tokens_per_step"] == want["jacobi_tokens_per_step"]
 
