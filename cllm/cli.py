@@ -102,7 +102,8 @@ def _campaign_args(g) -> None:
                    "status: where it stands; export: write --run's saved weights as an adapter folder (--out); guard: "
                    "drop a student's degenerate answers from its shards collected before the collapse guard; score: a "
                    "kept point (--step) or an adapter (--adapter) on the --count held-out problems after the curve's, "
-                   "batched (minutes: tokens/step, accuracy, drift; appended to RUN/scores.jsonl)")
+                   "or with --select on a selection set of GSM8K problems the run never trained on; batched "
+                   "(minutes: tokens/step, accuracy, drift; appended to RUN/scores.jsonl)")
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--int8", action="store_true", help="export: the weights in int8 with per-row scales (half the "
                    "bytes of fp16; the shipped adapter is written so)")
