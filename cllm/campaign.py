@@ -837,6 +837,8 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
         if origin.is_file() and json.loads(origin.read_text())["from"] == source:
             return False
         raise UsageError(f"{dst} already has its own training state: it cannot start from {source}")
+    if src.parent.name == POINTS and (src / "cllm.json").is_file():
+        return _start_from_point(c, source, src, say)
     state_p, meta_p = src / "state.pt", src / PORTABLE / "state.json"
     state = torch.load(state_p, weights_only=False) if state_p.is_file() else None
     meta = json.loads(meta_p.read_text()) if meta_p.is_file() else None
@@ -869,6 +871,41 @@ def start_from(c: Campaign, source: str, say: Callable[[str], None] = print) -> 
                                   **({"lora_r_from": r_old} if grow else {}),
                                   **({"campaign": str(src.parent)} if foreign else {})}) + "\n")
     say(f"run {c.run} starts from run {source} at step {step}")
+    return True
+
+
+def _start_from_point(c: Campaign, source: str, src: Path, say: Callable[[str], None]) -> bool:
+    """``start_from`` a curve point's kept adapter (RUN/points/step-NNNNN, int8): its weights and
+    step go on in another campaign's run as a portable checkpoint (AdamW's moments start again from
+    zero, as on a machine without state.pt; the data position at this campaign's first shard), with
+    the source run's metrics and curve up to that step. Its own campaign is refused: a point keeps
+    no data position."""
+    meta = json.loads((src / "cllm.json").read_text(encoding="utf-8"))
+    run_dir = src.parent.parent
+    if run_dir.parent.resolve() == c.root.resolve():
+        raise UsageError(f"{source} is a point of this campaign's own run, and a kept point keeps no data position: "
+                         "start a new campaign folder from it (--dir NEW --from it), or --from the run itself")
+    saved = {"lora_r": meta.get("lora_r"), "lora_alpha": meta.get("settings", {}).get("lora_alpha")}
+    bad = {k: (saved[k], getattr(c.settings, k)) for k in SHAPE_KEYS if saved.get(k) != getattr(c.settings, k)}
+    if bad:
+        raise UsageError(f"{source} has another LoRA shape: " + ", ".join(f"{k} {a} (this recipe {b})" for k, (a, b) in bad.items()))
+    weights = read_portable_weights(src)
+    if not weights:
+        raise UsageError(f"{source} holds no int8 weights ({WEIGHTS})")
+    # peft's saved names (…lora_A.weight) -> the trainer's parameter names (…lora_A.default.weight)
+    named = {re.sub(r"\.(lora_[AB])\.weight", r".\1.default.weight", k): v for k, v in weights.items()}
+    dst = c.run_dir
+    write_portable_weights(dst / PORTABLE, named)
+    step = int(meta["step"])
+    state = {"config": {k: getattr(c.settings, k) for k in TRAIN_KEYS}, "step": step, "items_seen": int(meta["items_seen"]),
+             "seconds": float(meta.get("train_seconds", 0.0)), "pos": [0, 0], "epoch": 0,
+             "rng": random.Random(c.settings.seed * 7919 + step).getstate(), "saved": time.strftime("%Y-%m-%d %H:%M")}
+    (dst / PORTABLE / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    for name in ("metrics.jsonl", "curve.jsonl"):
+        (dst / name).write_text(_rows_upto(run_dir / name, step), encoding="utf-8")
+    (dst / ORIGIN).write_text(json.dumps({"from": source, "step": step, "items_seen": state["items_seen"], "point": True,
+                                          "campaign": str(run_dir.parent)}) + "\n")
+    say(f"run {c.run} starts from {source} (the kept adapter of step {step}; AdamW's moments start from zero)")
     return True
 
 

@@ -128,7 +128,9 @@ def _campaign_args(g) -> None:
     g.add_argument("--from", dest="start", default="", metavar="RUN",
                    help="start --run from this run's saved state (weights, optimizer, data position, curve) "
                    "instead of from scratch, e.g. --run run-a2 --from run --recipe epochs=2,decay_steps=1187; "
-                   "a path (data/cllm/run-gs) is another campaign's run: its data position is not carried over")
+                   "a path (data/cllm/run-gs) is another campaign's run: its data position is not carried over; "
+                   "a kept curve point of another campaign (data/cllm-op5/run-op/points/step-03200): its weights and "
+                   "step, AdamW's moments from zero")
     g.add_argument("--max-degenerate", type=float, default=None, metavar="SHARE",
                    help="an on-policy run stops when more than this share of the student's answers in a shard it "
                    "collected are degenerate (the collapse into repetition); default 0.25, 0 never stops")

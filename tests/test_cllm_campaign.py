@@ -617,6 +617,34 @@ def test_a_run_starts_from_another_campaigns_run_at_its_first_shard(camp, tmp_pa
     assert cp.start_from(b, "run", say=lambda m: None) and cp.Trainer(b, _lm()).pos == a.pos
 
 
+def test_a_run_starts_from_a_kept_point_of_another_campaign(camp, tmp_path):
+    """``--from RUN/points/step-N``: a curve point's kept adapter (int8) goes on in another campaign's
+    run at that step, its weights those of the point (one int8 step at most from the trainer's), the
+    data position at the first shard and AdamW's moments from zero; the source's curve up to the
+    point comes along. A point of the campaign's own run, or of another LoRA shape, is refused."""
+    a = _saved_after(camp, 3)
+    (camp.root / "run" / "curve.jsonl").write_text("".join(json.dumps({"step": s, "items_seen": 2 * s}) + "\n" for s in (2, 3, 5)))
+    point = cp.point_dir(camp.run_dir, 3)
+    a.write_adapter(point, int8=True)
+    other = cp.use_recipe(cp.open_campaign(str(tmp_path / "o"), camp.settings, create=True), "run-o", {"lr": 1e-3})
+    assert cp.start_from(other, str(point), say=lambda m: None)
+    assert not cp.start_from(other, str(point), say=lambda m: None)  # started already: it resumes its own
+    t = cp.Trainer(other, _lm())
+    assert (t.resumed_from, t.step, t.items_seen, t.pos, t.epoch) == ("portable", 3, a.items_seen, [0, 0], 0)
+    assert set(t.named) == set(a.named)
+    for k, p in a.named.items():
+        step = p.detach().abs().max() / 127
+        assert (t.named[k] - p.detach()).abs().max() <= step + 1e-6, k
+    assert not t.opt.state  # the moments start from zero
+    assert [p["step"] for p in cp.read_curve(str(other.root), "run-o")] == [2, 3]
+    assert json.loads((other.run_dir / cp.ORIGIN).read_text())["point"] is True
+    with pytest.raises(UsageError, match="keeps no data position"):
+        cp.start_from(cp.use_recipe(camp, "run-p"), str(point), say=lambda m: None)
+    wide = cp.use_recipe(cp.open_campaign(str(tmp_path / "w"), camp.settings, create=True), "run-w", {"lora_r": 8, "lora_alpha": 16})
+    with pytest.raises(UsageError, match="LoRA shape"):
+        cp.start_from(wide, str(point), say=lambda m: None)
+
+
 def test_status_lines_show_shards_teachers_drops_and_the_curve(camp):
     """``campaign status``: each shard with whose trajectories it holds and, for a student's, the
     degenerate answers it dropped; the run's saved position; the last curve points, with the figures
