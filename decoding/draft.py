@@ -34,13 +34,18 @@ class DraftTree:
 
     def add(self, tokens: list[int], source: str, tag: object = None) -> None:
         parent = -1
-        for d, t in enumerate(tokens, 1):
-            i = self._child.get((parent, t))
-            if i is None:
-                i = len(self.nodes)
-                self.nodes.append(Node(t, parent, d, source, tag))
-                self._child[(parent, t)] = i
-            parent = i
+        for t in tokens:
+            parent = self.child(parent, t, source, tag)
+
+    def child(self, parent: int, token: int, source: str, tag: object = None) -> int:
+        """The index of ``parent``'s child ``token`` (-1: the current token's), added with this
+        source and tag unless it is there already (then it keeps its own)."""
+        i = self._child.get((parent, token))
+        if i is None:
+            i = len(self.nodes)
+            self.nodes.append(Node(token, parent, self.nodes[parent].depth + 1 if parent >= 0 else 1, source, tag))
+            self._child[(parent, token)] = i
+        return i
 
     def reach(self, acc) -> list[float]:
         """P(each node is accepted) under ``acc`` (a decoding.budget.Acceptance): its parent's times

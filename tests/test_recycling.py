@@ -12,7 +12,7 @@ import pytest
 
 from decoding.loop import decode
 from decoding.methods import REGISTRY, ConfigError, resolve_params
-from decoding.methods.recycling import prompt_rows, static_shape, walk
+from decoding.methods.recycling import best_walk, prompt_rows, static_shape, walk
 from decoding.trace import Trace, TraceError
 from tiny import generate_greedy, tiny_lm
 
@@ -43,6 +43,39 @@ def test_walk_is_breadth_first_over_the_rows():
     # level 1: row(1)[:2]; level 2: 2 gets 2 children, 3 gets 1 (rank 1: branch - 1), width 3; level 3: 5 -> 8
     assert nodes == [(2, -1, 1, 0), (3, -1, 1, 1), (5, 0, 2, 0), (6, 0, 2, 1), (7, 1, 2, 0), (8, 2, 3, 0)]
     assert walk({}, 1, 6, 8, 14).nodes == []  # no row: no draft
+
+
+def test_best_walk_keeps_the_most_likely_nodes_of_the_whole_walk():
+    """``best_walk``: the ``limit`` paths of the matrix (columns < width, levels <= depth) whose
+    product of acceptance estimates is highest, parents before children, sources by column."""
+    rng = random.Random(3)
+    matrix = {t: rng.sample(range(40), 5) for t in range(40)}
+    p = lambda src, d: 0.7 / int(src[3:]) ** 1.3 * (0.93 + 0.01 * d)
+
+    def score(path: list[int], cols: list[int]) -> float:
+        out = 1.0
+        for d, c in enumerate(cols, 1):
+            out *= p(f"top{c + 1}", d)
+        return out
+
+    every: list[tuple[float, tuple[int, ...]]] = []
+    stack = [(7, [], [])]
+    while stack:
+        tok, path, cols = stack.pop()
+        if path:
+            every.append((score(path, cols), tuple(path)))
+        if len(path) < 4:
+            stack += [(t, path + [t], cols + [c]) for c, t in enumerate(matrix[tok][:3])]
+    for limit in (1, 6, 15, 500):
+        tree = best_walk(matrix, 7, 4, 3, p, limit)
+        paths: list[tuple[int, ...]] = []
+        for i, n in enumerate(tree.nodes):
+            assert n.parent < i and n.source == f"top{n.tag + 1}"  # parents first; the column names the source
+            paths.append((paths[n.parent] if n.parent >= 0 else ()) + (n.token,))
+        scores = dict((q, sc) for sc, q in every)
+        best = sorted((sc for sc, _ in every), reverse=True)[:limit]  # paths of one column sequence tie
+        assert sorted((scores[q] for q in paths), reverse=True) == pytest.approx(best)
+        assert len(set(paths)) == len(paths) == min(limit, len(every))
 
 
 def test_prompt_rows_latest_first():

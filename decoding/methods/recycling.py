@@ -26,8 +26,9 @@ part of it that pays on this hardware (decoding/budget.py), acceptance learnt pe
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from pydantic import model_validator
 
@@ -74,6 +75,29 @@ def walk(matrix: dict[int, list[int]], cur: int, depth: int, branch: int, width:
         if not nxt:
             break
         frontier = nxt
+    return tree
+
+
+def best_walk(matrix: dict[int, list[int]], cur: int, depth: int, width: int, p: Callable[[str, int], float],
+              limit: int) -> DraftTree:
+    """The ``limit`` nodes of a matrix walk from ``cur`` most likely to be accepted, best first: a
+    node's score is the product of ``p(source, depth)`` along its path (a budget's acceptance
+    estimates, source "top1", "top2", ... the column), its children the first ``width`` columns of
+    its token's row, at most ``depth`` levels. What a cost-aware budget weighs, without building the
+    nodes it would never feed (``walk``'s full tree has up to depth x width of them)."""
+    tree = DraftTree()
+    heap = [(-1.0, 0, cur, [], 0)]  # (-score, tie, token, path from the root, column)
+    pushed = 0
+    while heap and len(tree.nodes) < limit:
+        neg, _, tok, path, col = heapq.heappop(heap)
+        if path:
+            tree.add(path, f"top{col + 1}", col)
+            if len(path) >= depth:
+                continue
+        row = matrix.get(tok, [])
+        for c in range(min(width, len(row))):
+            pushed += 1  # ties: the earlier pushed first (a parent before its children)
+            heapq.heappush(heap, (neg * p(f"top{c + 1}", len(path) + 1), pushed, row[c], path + [row[c]], c))
     return tree
 
 

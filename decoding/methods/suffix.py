@@ -18,7 +18,9 @@ Each step:
    where the long match's continuations disagree;
 3. a short match (under ``min_match`` tokens, or none): Token Recycling's successor matrix drafts too
    (SAM-Decoding's fallback; decoding/methods/recycling.py's walk and write_rows, the matrix
-   seeded with the prompt's bigrams), its tree grafted onto the short match's draft;
+   seeded with the prompt's bigrams), its tree grafted onto the short match's draft (with
+   ``budget="auto"`` only its 15 nodes most likely accepted by the budget's estimates,
+   ``recycling.best_walk``: the budget weighs those, not the walk's up to 84);
 4. the tree is fed in one forward with a tree mask and verified by the shared verifiers (greedy
    exact, sampling distribution-preserving); with ``budget="auto"`` decoding/budget.py feeds the
    part that pays on this hardware (acceptance learnt per frequency band: "sfx90" for a node whose
@@ -48,11 +50,13 @@ from ..budget import Acceptance, Budget, DraftTree, accepted_path, feed, is_auto
 from ..records import Count, Int, Probability, Record, Tokens, check_tree, fail
 from ..verify import Proposal, StepContext
 from .base import Method
-from .recycling import prompt_rows, walk, write_rows
+from .recycling import best_walk, prompt_rows, walk, write_rows
 from .spec import BUDGET_PARAM, MethodSpec, Param
 
 BANDS = ((0.9, "sfx90"), (0.5, "sfx50"), (0.2, "sfx20"), (0.0, "sfx0"))  # a node's own ratio -> its source
 SHORT = "sfx_short"  # the source of a node drafted from a match under min_match tokens
+FALLBACK_WEIGHED = 15  # with budget=auto, the fallback's nodes most likely accepted that the budget weighs
+# (recycling.best_walk; the fixed budget feeds walk's whole tree): a step feeding more rarely pays on a CPU
 STORE_MAX_NODES = 300_000  # the cross-run store stops growing here (memory: ~100 bytes a node)
 
 
@@ -179,10 +183,9 @@ def best_draft(trie: SuffixTrie, active: list[int], p: dict, room: int, floor: f
 
 def graft(tree: DraftTree, other: DraftTree) -> None:
     """Add ``other``'s nodes to ``tree`` (score 0: not a suffix node); a shared prefix stays ``tree``'s."""
-    paths: dict[int, list[int]] = {-1: []}
-    for i, n in enumerate(other.nodes):  # parents come before children
-        paths[i] = paths[n.parent] + [n.token]
-        tree.add(paths[i], n.source, 0.0)
+    at: list[int] = []  # other's node i -> its index in tree
+    for n in other.nodes:  # parents come before children
+        at.append(tree.child(at[n.parent] if n.parent >= 0 else -1, n.token, n.source, 0.0))
 
 
 _STORES: dict[int, SuffixTrie] = {}  # the cross-run stores of this process, one per trie depth
@@ -248,14 +251,16 @@ class SuffixDrafting(Method):
                 (value, node, items), trie, where = other, self.store, "earlier"
         m = trie.level[node]
         short = m < p["min_match"]
-        for path, score, ratio, _ in items:
-            tree.add(list(path), SHORT if short else band(ratio), max(round(score, 4), 1e-4))
+        at: dict[tuple[int, ...], int] = {(): -1}  # a draft path -> its node in the tree
+        for path, score, ratio, _ in items:  # parents first (``SuffixTrie.draft``)
+            at[path] = tree.child(at[path[:-1]], path[-1], SHORT if short else band(ratio), max(round(score, 4), 1e-4))
         source = trie.last[items[0][3]] if items and where == "local" else -1
         if where == "local":
             where = ("prompt" if source < self.n_prompt else "output") if items else ""
         if p["fallback"] and short:
-            w = p["fallback_width"]
-            graft(tree, walk(self.matrix, cur, min(p["fallback_depth"], room), w, w))
+            w, depth = p["fallback_width"], min(p["fallback_depth"], room)
+            graft(tree, best_walk(self.matrix, cur, depth, w, self.budget.acc.p, FALLBACK_WEIGHED) if self.budget
+                  else walk(self.matrix, cur, depth, w, w))
             if len(tree.nodes) > len(items):
                 where = "fallback"
         return tree, Match(m, where, source, len(tree.nodes))
