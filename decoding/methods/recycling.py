@@ -86,18 +86,17 @@ def best_walk(matrix: dict[int, list[int]], cur: int, depth: int, width: int, p:
     its token's row, at most ``depth`` levels. What a cost-aware budget weighs, without building the
     nodes it would never feed (``walk``'s full tree has up to depth x width of them)."""
     tree = DraftTree()
-    heap = [(-1.0, 0, cur, [], 0)]  # (-score, tie, token, path from the root, column)
+    heap = [(-1.0, 0, cur, -2, 0, 0)]  # (-score, tie, token, parent's node (-2: the root itself), column, level)
     pushed = 0
     while heap and len(tree.nodes) < limit:
-        neg, _, tok, path, col = heapq.heappop(heap)
-        if path:
-            tree.add(path, f"top{col + 1}", col)
-            if len(path) >= depth:
-                continue
+        neg, _, tok, parent, col, level = heapq.heappop(heap)
+        node = tree.child(parent, tok, f"top{col + 1}", col) if parent > -2 else -1
+        if level >= depth:
+            continue
         row = matrix.get(tok, [])
         for c in range(min(width, len(row))):
             pushed += 1  # ties: the earlier pushed first (a parent before its children)
-            heapq.heappush(heap, (neg * p(f"top{c + 1}", len(path) + 1), pushed, row[c], path + [row[c]], c))
+            heapq.heappush(heap, (neg * p(f"top{c + 1}", level + 1), pushed, row[c], node, c, level + 1))
     return tree
 
 
