@@ -147,9 +147,16 @@ class StepCosts:
         return min(max(statistics.median(ratios), 0.5), 3.0) if ratios else 1.0
 
     def cost(self, k: int) -> float:
-        """c(k) relative to a one-token step (k <= 1: 1.0)."""
+        """c(k) relative to a one-token step (k <= 1: 1.0); memoised until the next observation
+        (``choose`` asks for every prefix of every step's tree)."""
         if k <= 1:
             return 1.0
+        c = self._memo.get(("cost", k))
+        if c is None:
+            c = self._memo[("cost", k)] = self._cost(k)
+        return c
+
+    def _cost(self, k: int) -> float:
         t1 = self.t1()
         m = self._median(bucket(k)) if t1 is not None else None
         if m:  # measured in this run: the bucket's median, scaled within the bucket by the curve's shape
@@ -176,8 +183,15 @@ class Acceptance:
     default: float = 0.1
     counts: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     idle: int = 0  # steps in a row that fed no guess
+    _memo: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)  # p until the next observe
 
     def p(self, source: str, depth: int) -> float:
+        q = self._memo.get((source, depth))
+        if q is None:
+            q = self._memo[(source, depth)] = self._p(source, depth)
+        return q
+
+    def _p(self, source: str, depth: int) -> float:
         if depth <= 1:
             prior = self.priors.get(source, self.default)
         else:
@@ -186,6 +200,7 @@ class Acceptance:
         return (a + self.strength * prior) / (n + self.strength)
 
     def observe(self, source: str, depth: int, accepted: bool) -> None:
+        self._memo.clear()
         c = self.counts.setdefault((source, depth), [0, 0])
         c[0] += int(accepted)
         c[1] += 1

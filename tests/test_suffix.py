@@ -11,7 +11,7 @@ import pytest
 
 from decoding.loop import decode
 from decoding.methods import ConfigError, resolve_params
-from decoding.methods.suffix import SuffixDrafting, SuffixTrie, band, best_draft, clear_stores, store
+from decoding.methods.suffix import SuffixDrafting, SuffixTrie, band, best_draft, clear_stores, store, suffix_priors
 from decoding.trace import Trace, TraceError
 from decoding.verify import StepContext
 from tiny import generate_greedy, tiny_lm
@@ -72,8 +72,8 @@ def test_worked_example_draft_tree():
     m = t.longest_match(t.active, 3)
     assert t.continuations(m) == {3: 1, 4: 1}
     four = [(path, score, ratio) for path, score, ratio, _ in t.draft(m, 4, 0.1)]
-    assert four == [((3,), 0.5, 0.5), ((4,), 0.5, 0.5), ((3, 1), 0.5, 1.0), ((4, 1), 0.5, 1.0)]
-    assert [p for p, *_ in t.draft(m, 2, 0.1)] == [(3,), (4,)]
+    assert four == [((4,), 0.5, 0.5), ((3,), 0.5, 0.5), ((4, 1), 0.5, 1.0), ((3, 1), 0.5, 1.0)]  # ties: the later first
+    assert [p for p, *_ in t.draft(m, 2, 0.1)] == [(4,), (3,)]
     assert t.draft(m, 4, 0.6) == []  # both continuations score 0.5: under the minimum
 
 
@@ -102,6 +102,14 @@ def test_bands():
     assert [band(r) for r in (1.0, 0.9, 0.6, 0.3, 0.05)] == ["sfx90", "sfx90", "sfx50", "sfx20", "sfx0"]
 
 
+def test_equal_counts_draft_the_most_recent_continuation_first():
+    t = SuffixTrie(4)
+    t.extend_all([1, 5, 1, 6, 1])  # (1,) was followed by 5, then by 6
+    assert [path for path, *_ in t.draft(t.longest_match(t.active, 3), 2, 0.0)] == [(6,), (5,)]
+    t.extend_all([5, 1])  # now 5 twice: frequency first, recency only breaks ties
+    assert [path for path, *_ in t.draft(t.longest_match(t.active, 1), 4, 0.0) if len(path) == 1] == [(5,), (6,)]
+
+
 # ---- the method's draft, on a context without a model ---------------------------------------------------
 def ctx(prompt: list[int], output: list[int], max_new: int = 64) -> StepContext:
     return StepContext(prompt, output, max_new, False, None, "cpu")
@@ -121,10 +129,10 @@ def method(prompt, output, **params) -> SuffixDrafting:
 def test_draft_size_grows_with_the_match(params, room, n):
     m = method([1, 2, 3, 1, 2, 4, 1], [2], min_prob=30, min_match=2, **params)
     tree, match = m.draft(2, room)
-    assert (match.length, match.where, match.source) == (2, "prompt", 2)  # 3 at index 2 followed (1, 2)
+    assert (match.length, match.where, match.source) == (2, "prompt", 5)  # 4 at index 5 followed (1, 2), after 3
     assert len(tree.nodes) == n == match.drafted
-    # [3], [4] (ratio 0.5 each), then [3, 1], [4, 1] (ratio 1: always followed by 1), all scoring 0.5
-    assert [(nd.tag, nd.source) for nd in tree.nodes] == [(0.5, "sfx50")] * min(n, 2) + [(0.5, "sfx90")] * max(n - 2, 0)
+    # [4], [3] (ratio 0.5 each), then [4, 1], [3, 1] (ratio 1: always followed by 1), all scoring 0.5
+    assert [(nd.tag, nd.source) for nd in tree.nodes] == [(0.5, "sfx50m2")] * min(n, 2) + [(0.5, "sfx90m2")] * max(n - 2, 0)
 
 
 def test_the_draft_that_promises_most_wins_over_the_longest_match():
@@ -152,9 +160,19 @@ def test_a_short_match_drafts_with_the_fallback_in_one_tree():
     m.matrix[9] = [5]
     tree, match = m.draft(9, 30)
     assert (match.length, match.where) == (1, "fallback")
-    assert [(nd.token, nd.source, nd.tag) for nd in tree.nodes if nd.parent == -1] == [(8, "sfx_short", 1.0), (5, "top1", 0.0)]
+    assert [(nd.token, nd.source, nd.tag) for nd in tree.nodes if nd.parent == -1] == [(8, "sfx90m1", 1.0), (5, "top1", 0.0)]
     alone = method([1, 2, 3, 4, 9, 8], [9], offset=2, fallback=False).draft(9, 30)
     assert alone[1].where == "prompt" and [nd.token for nd in alone[0].nodes] == [8, 9]  # the text 9, 8, 9
+
+
+def test_a_node_s_source_says_how_long_its_match_was():
+    long = method(list(range(10, 30)), list(range(10, 20)))  # the output repeats the prompt: a 10-token match
+    tree, match = long.draft(19, 30)
+    assert match.length == 10 and {nd.source for nd in tree.nodes} == {"sfx90m9"}
+    short = method([1, 2, 3, 4, 9, 8], [9], fallback=False)
+    assert {nd.source for nd in short.draft(9, 30)[0].nodes} == {"sfx90m1"}
+    p = suffix_priors()  # the budget's starting estimates: a longer match, a likelier continuation
+    assert p["sfx90m9"] > p["sfx90m5"] > p["sfx90m3"] > p["sfx90m2"] > p["sfx90m1"] > p["sfx50m1"] > p["sfx0m1"]
 
 
 def test_where_is_output_for_a_match_in_the_output():
@@ -246,7 +264,7 @@ def test_budget_auto_is_exact_and_records_its_choices(cyc):
     assert tr.output_ids == generate_greedy(cyc, PROMPT, 50)
     assert all(s.budget is not None for s in tr.steps)
     assert any(s.budget.fed > 1 for s in tr.steps) and all(s.fed == s.budget.fed for s in tr.steps)
-    assert set(tr.steps[-1].budget.acceptance) >= {"sfx90", "sfx50", "top1"}
+    assert set(tr.steps[-1].budget.acceptance) >= {"sfx90m9", "sfx50m1", "top1"}
 
 
 @pytest.mark.parametrize("params,msg", [({"alpha": 0}, "alpha must be between"), ({"min_prob": 101}, "min_prob"),

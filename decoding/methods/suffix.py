@@ -11,7 +11,7 @@ Each step:
    that occurred before and was followed by something;
 2. each match's draft (SuffixDecoding's tree speculation): the continuations in its node's subtree,
    best first by score = the product of count(child) / count(children of the parent) along the
-   path (how often that continuation followed), nodes under ``min_prob`` percent left out, at most
+   path (how often that continuation followed; ties: the most recent continuation first), nodes under ``min_prob`` percent left out, at most
    ``alpha x match + offset`` tokens (SuffixDecoding's max_spec_factor and offset: a longer match
    earns a longer draft), capped at ``max_spec``; the step keeps the draft whose scores sum highest
    (its expected accepted length; ``best_draft``): usually the longest match's, a shorter one's
@@ -23,18 +23,20 @@ Each step:
    ``recycling.best_walk``: the budget weighs those, not the walk's up to 84);
 4. the tree is fed in one forward with a tree mask and verified by the shared verifiers (greedy
    exact, sampling distribution-preserving); with ``budget="auto"`` decoding/budget.py feeds the
-   part that pays on this hardware (acceptance learnt per frequency band: "sfx90" for a node whose
-   own ratio is >= 0.9, "sfx50", "sfx20", "sfx0"; "sfx_short" for a short match's node; the
-   fallback's per matrix column "top1", ...).
+   part that pays on this hardware, with acceptance learnt per frequency band and match length
+   (``node_source``: "sfx90m3" for a node whose own ratio is >= 0.9 drafted from a match of 3-4
+   tokens; bands sfx90, sfx50, sfx20, sfx0; match classes m1, m2, m3 (3-4), m5 (5-8), m9 (9+):
+   the longer the match, the likelier its continuation repeats, as SuffixDecoding's draft size
+   assumes) and for the fallback per matrix column ("top1", ...).
 
 Optional (``cross_run``, off by default): a store of earlier runs' outputs in this process (a
 session, a bench run), SuffixDecoding's global tree, matched too; the draft that promises more wins.
 
 Worked example: D = 4, text [1, 2, 3, 1, 2, 4, 1, 2]. The text's suffixes (2), (1, 2), (4, 1, 2)
 are nodes; (4, 1, 2) has no children (it occurred only now), (1, 2) has: 3 (count 1) and 4 (1).
-So match = 2; the draft, alpha 2 and offset 0 (up to 4 tokens): [3] 0.5, [4] 0.5, [3, 1] 0.5,
-[4, 1] 0.5 (value 2.0; the match (2) drafts the same continuations, up to 2 tokens: value 1.0);
-with alpha 1 (2 tokens): [3] and [4], two branches of one token each.
+So match = 2; the draft, alpha 2 and offset 0 (up to 4 tokens): [4] 0.5, [3] 0.5, [4, 1] 0.5,
+[3, 1] 0.5 (value 2.0, the later continuation first; the match (2) drafts the same continuations,
+up to 2 tokens: value 1.0); with alpha 1 (2 tokens): [4] and [3], two branches of one token each.
 """
 
 from __future__ import annotations
@@ -53,8 +55,13 @@ from .base import Method
 from .recycling import best_walk, prompt_rows, walk, write_rows
 from .spec import BUDGET_PARAM, MethodSpec, Param
 
-BANDS = ((0.9, "sfx90"), (0.5, "sfx50"), (0.2, "sfx20"), (0.0, "sfx0"))  # a node's own ratio -> its source
-SHORT = "sfx_short"  # the source of a node drafted from a match under min_match tokens
+BANDS = ((0.9, "sfx90"), (0.5, "sfx50"), (0.2, "sfx20"), (0.0, "sfx0"))  # a node's own ratio -> its band
+MATCH_CLASSES = (9, 5, 3, 2, 1)  # a match of at least this many tokens -> its class (m9, m5, m3, m2, m1)
+# The budget's priors, P(a first draft token is accepted): by match class for a node of ratio >= 0.9,
+# scaled down for the lower bands. Round figures after the rule "a longer match repeats more often";
+# each run learns its own (Acceptance).
+CLASS_PRIOR = {9: 0.9, 5: 0.8, 3: 0.65, 2: 0.5, 1: 0.3}
+BAND_FACTOR = {"sfx90": 1.0, "sfx50": 0.5, "sfx20": 0.3, "sfx0": 0.1}
 FALLBACK_WEIGHED = 15  # with budget=auto, the fallback's nodes most likely accepted that the budget weighs
 # (recycling.best_walk; the fixed budget feeds walk's whole tree): a step feeding more rarely pays on a CPU
 STORE_MAX_NODES = 300_000  # the cross-run store stops growing here (memory: ~100 bytes a node)
@@ -62,6 +69,19 @@ STORE_MAX_NODES = 300_000  # the cross-run store stops growing here (memory: ~10
 
 def band(ratio: float) -> str:
     return next(name for lo, name in BANDS if ratio >= lo)
+
+
+def node_source(ratio: float, match: int) -> str:
+    """A suffix node's Acceptance source: its band and its step's match class.
+
+    >>> node_source(1.0, 4), node_source(0.5, 1), node_source(0.3, 12)
+    ('sfx90m3', 'sfx50m1', 'sfx20m9')
+    """
+    return f"{band(ratio)}m{next((c for c in MATCH_CLASSES if match >= c), 1)}"
+
+
+def suffix_priors() -> dict[str, float]:
+    return {f"{b}m{c}": round(p * f, 3) for b, f in BAND_FACTOR.items() for c, p in CLASS_PRIOR.items()}
 
 
 def origin(source: str) -> str:
@@ -140,19 +160,17 @@ class SuffixTrie:
         (path of tokens from the match, score, own ratio, trie node). Score = the product of
         count(child) / count(children of its parent) along the path; nodes under min_prob are left out."""
         out: list[tuple[tuple[int, ...], float, float, int]] = []
-        heap = [(-1.0, 0, node, (), 1.0)]
-        pushed = 0
+        heap = [(-1.0, -1, 0, node, (), 1.0)]
         while heap and len(out) < n_max:
-            neg, _, v, path, ratio = heapq.heappop(heap)
+            neg, _, _, v, path, ratio = heapq.heappop(heap)
             if v != node:
                 out.append((path, -neg, ratio, v))
             kids = list((self.kids[v] or {}).items())  # a copy: the store may grow meanwhile (another run's finish)
             total = sum(self.count[c] for _, c in kids)
             for t, c in kids:
                 r = self.count[c] / total
-                if -neg * r >= min_prob:
-                    pushed += 1  # ties: the earlier pushed first (a parent before its children)
-                    heapq.heappush(heap, (neg * r, pushed, c, path + (t,), r))
+                if -neg * r >= min_prob:  # ties: the shallower, then the most recent continuation first
+                    heapq.heappush(heap, (neg * r, len(path), -self.last[c], c, path + (t,), r))
         return out
 
 
@@ -227,7 +245,7 @@ class SuffixDrafting(Method):
                 self.cursor = self.store.follow(self.cursor, t)
         k = params["successors"]
         self.matrix: dict[int, list[int]] = prompt_rows(ctx.prompt_ids, k) if params["fallback"] else {}
-        priors = {"sfx90": 0.8, "sfx50": 0.5, "sfx20": 0.25, "sfx0": 0.1, SHORT: 0.2} | {f"top{c + 1}": 0.5 / (c + 1) for c in range(k)}
+        priors = suffix_priors() | {f"top{c + 1}": 0.5 / (c + 1) for c in range(k)}
         self.budget = Budget(ctx.costs, Acceptance(priors, deep=0.6)) if is_auto(params) else None
 
     def propose(self, ctx: StepContext) -> Proposal:
@@ -253,7 +271,7 @@ class SuffixDrafting(Method):
         short = m < p["min_match"]
         at: dict[tuple[int, ...], int] = {(): -1}  # a draft path -> its node in the tree
         for path, score, ratio, _ in items:  # parents first (``SuffixTrie.draft``)
-            at[path] = tree.child(at[path[:-1]], path[-1], SHORT if short else band(ratio), max(round(score, 4), 1e-4))
+            at[path] = tree.child(at[path[:-1]], path[-1], node_source(ratio, m), max(round(score, 4), 1e-4))
         source = trie.last[items[0][3]] if items and where == "local" else -1
         if where == "local":
             where = ("prompt" if source < self.n_prompt else "output") if items else ""
