@@ -93,6 +93,7 @@ class Settings:
     w_gt: float = 0.0  # > 0: also the AR loss on the source's own answers (GSM8K's solutions), this weight
     gt_per_step: int = 0  # with w_gt: 0 = a collected prompt's answer on its first block (once per prompt and pass);
     # G > 0 = G answers a step from the whole source, in one seeded order (the dataset's answers, not only the collected prompts')
+    w_ul: float = 0.0  # > 0: also token-level unlikelihood of earlier answer tokens on each fixed point (against loops), this weight
 
 
 TEACHERS = ("base", "student")
@@ -549,7 +550,7 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step")
+              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step", "w_ul")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -741,12 +742,12 @@ class Trainer:
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         m = self.st.items_per_step
-        sums = {"consistency": 0.0, "ar": 0.0, "total": 0.0}
+        sums = {"consistency": 0.0, "ar": 0.0, "total": 0.0} | ({"ul": 0.0} if self.st.w_ul else {})
         tokens, gt = 0, []
         for _ in range(m):
             item = self._take()
             losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item,
-                                        self.st.cons_window, self.st.state_pick)
+                                        self.st.cons_window, self.st.state_pick, self.st.w_ul)
             if self.st.w_gt and not self.st.gt_per_step and item["block"] == 0:  # its answer, once per prompt and pass
                 loss = self._gt_loss(item)
                 losses["total"] = losses["total"] + self.st.w_gt * loss

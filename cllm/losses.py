@@ -191,15 +191,44 @@ def pick_states(cand: list[list[int]], fixed_point: list[int], k: int, rng: rand
     return out
 
 
+def unlikelihood(logits, targets: list[int], before: list[int]):
+    """Token-level unlikelihood with previous-context candidates (Welleck et al., 2019, "Neural text
+    generation with unlikelihood training", eq. 4): at each position t, -sum log(1 - p(c)) over the
+    candidates c = the tokens of ``before`` + targets[:t] other than targets[t], averaged over the
+    positions. ``logits[t]`` predicts ``targets[t]`` after ``before`` + targets[:t]. It lowers the
+    probability of repeating earlier tokens where the text did not repeat them, which is the margin a
+    greedy repetition loop lacks; the target itself is never a candidate, so a repeat that the text
+    makes (a number carried from an earlier line) is not pushed down.
+
+    >>> import torch
+    >>> round(float(unlikelihood(torch.log(torch.tensor([[0.5, 0.5, 1e-9], [0.1, 0.3, 0.6]])), [1, 2], [0])), 4)
+    0.5776
+    """
+    import torch
+
+    n, vocab = logits.shape
+    cand = torch.zeros(n, vocab, dtype=torch.bool, device=logits.device)
+    seen = [t for t in before if 0 <= t < vocab]
+    for t in range(n):
+        if seen:
+            cand[t, seen] = True
+        cand[t, targets[t]] = False
+        seen.append(targets[t])
+    p = torch.softmax(logits, dim=-1)
+    return -(torch.log((1 - p).clamp(min=1e-5)) * cand).sum() / max(1, n)
+
+
 def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4,
-                       window: int = 0, pick: str = "random") -> dict[str, Any]:
+                       window: int = 0, pick: str = "random", w_ul: float = 0.0) -> dict[str, Any]:
     """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``
     intermediate states (``pick_states``: drawn without replacement, or one per noise stratum) as
     rows over one cached context. The global consistency term is the mean over those states of
     ``kl_from`` (as ``item_losses``, which draws one state); the AR term is the same teacher-forced
     cross-entropy of the fixed point. ``window`` > 0 counts only the first ``window`` positions from
     each state's first wrong one (a recipe option, not the paper's: where a Jacobi iteration's
-    accepted run is decided)."""
+    accepted run is decided). ``w_ul`` > 0 adds ``unlikelihood`` on the fixed point's row (its clean
+    context: the answer before the block and the block so far), this weight (a recipe option against
+    repetition loops)."""
     import torch
     import torch.nn.functional as F
 
@@ -211,7 +240,11 @@ def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0
     cons = sum((kl_from(target, full[1 + i, 1:], first_wrong(s, fp), window) for i, s in enumerate(picked)),
                full.sum() * 0.0) / max(1, len(picked))
     ar = F.cross_entropy(full[0, :-1], torch.tensor(fp, device=full.device))
-    return {"consistency": cons, "ar": ar, "total": cons + w_ar * ar}
+    out = {"consistency": cons, "ar": ar, "total": cons + w_ar * ar}
+    if w_ul:
+        out["ul"] = unlikelihood(full[0, :-1], fp, list(item["prompt_ids"][item["prompt_len"]:]))
+        out["total"] = out["total"] + w_ul * out["ul"]
+    return out
 
 
 def answer_ar_loss(model, prompt_ids: list[int], answer_ids: list[int]):

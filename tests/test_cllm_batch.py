@@ -8,7 +8,7 @@ import torch
 
 import cllm
 from cllm.batch import BatchedJacobi, Lane
-from cllm.losses import block_logits, cached_block_logits, item_losses_cached, noise, pick_states
+from cllm.losses import block_logits, cached_block_logits, item_losses_cached, noise, pick_states, unlikelihood
 from decoding.loop import decode
 from tiny import cllm_items, cllm_lm, tiny_lm
 
@@ -154,6 +154,31 @@ def test_a_consistency_window_counts_only_the_positions_after_the_first_wrong_on
     assert float(b["consistency"]) <= float(a["consistency"]) + 1e-7
     if j < len(it["fixed_point"]) - 1:
         assert float(b["consistency"]) < float(a["consistency"])
+
+
+def test_unlikelihood_is_welleck_s_token_level_term_and_joins_the_fixed_point_row():
+    """Recipe option w_ul: -sum log(1 - p(c)) over earlier tokens c other than the target, per position."""
+    g = torch.Generator().manual_seed(0)
+    logits, vocab = torch.randn(5, 11, generator=g), 11
+    targets, before = [3, 4, 3, 9, 4], [7, 3, 10]
+    p = torch.softmax(logits, -1)
+    want = 0.0
+    for t in range(5):
+        cands = (set(before) | set(targets[:t])) - {targets[t]}
+        want -= sum(float(torch.log(1 - p[t, c])) for c in cands)
+    assert float(unlikelihood(logits, targets, before)) == pytest.approx(want / 5, rel=1e-5)
+    assert float(unlikelihood(logits[:2], [1, 2], [])) == pytest.approx(-float(torch.log(1 - p[1, 1])) / 2, rel=1e-5)
+    lg = logits.clone().requires_grad_()
+    unlikelihood(lg, targets, before).backward()
+    assert (lg.grad[0, [7, 10]] > 0).all() and lg.grad[0, 3] < 0  # candidates pushed down, the target up
+    lm = cllm_lm()
+    it = cllm_items(lm)[1]  # a later block: the answer before it gives candidates
+    assert it["block"] > 0 and len(it["prompt_ids"]) > it["prompt_len"]
+    with torch.no_grad():
+        a = item_losses_cached(lm.model, it, random.Random(0), states=1)
+        b = item_losses_cached(lm.model, it, random.Random(0), states=1, w_ul=0.5)
+    assert "ul" not in a and float(b["ul"]) > 0
+    assert float(b["total"]) == pytest.approx(float(a["total"]) + 0.5 * float(b["ul"]), rel=1e-5)
 
 
 def test_stratified_states_span_the_noise_levels_and_random_is_the_uniform_draw():

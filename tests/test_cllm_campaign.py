@@ -464,6 +464,22 @@ def test_the_state_pick_recipe_is_a_named_choice(camp, capsys):
     assert not (camp.root / "run-t").exists()
 
 
+def test_w_ul_recipe_adds_unlikelihood_to_each_step(camp):
+    """Recipe option w_ul (a float from the command line): the metrics row carries the step's mean
+    unlikelihood term, inside its total."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    assert cllm.main(["campaign", "status", "--dir", str(camp.root), "--run", "run-ul", "--recipe", "w_ul=0.5"]) == 0
+    b = cp.use_recipe(cp.open_campaign(str(camp.root)), "run-ul")
+    assert b.settings.w_ul == 0.5
+    t = cp.Trainer(b, lm)
+    rows = [t.train_step() for _ in range(3)]
+    assert all(math.isfinite(r["ul"]) and r["ul"] >= 0 for r in rows) and any(r["ul"] > 0 for r in rows)
+    for r in rows:
+        assert r["total"] == pytest.approx(r["consistency"] + b.settings.w_ar * r["ar"] + 0.5 * r["ul"], abs=1e-4)
+    assert "ul" not in cp.Trainer(camp, lm).train_step()  # off by default
+
+
 def test_w_gt_adds_the_ar_loss_on_the_sources_own_answers(camp, tmp_path):
     """Recipe option w_gt: the AR loss on the source's answers (GSM8K's solutions without their
     calculator annotations), on each prompt's first block; its value is the answer's teacher-forced
