@@ -50,9 +50,18 @@ def sentence(trace) -> str:
             "step times).")
 
 
+def learnt_sources(steps) -> list[str]:
+    """The sources whose estimate moved during the run (a guess of theirs was verified), or all of
+    them if none did: a method with many sources (suffix: band x match length) would otherwise draw a
+    flat line at the prior for every source it never fed."""
+    sources = sorted({k for s in steps for k in s.budget.acceptance})
+    moved = [k for k in sources if len({s.budget.acceptance.get(k) for s in steps}) > 1]
+    return moved or sources
+
+
 def decisions_figure(trace) -> go.Figure:
     """Top: tokens fed per step (bars) and expected vs committed tokens (lines). Bottom: the run's
-    estimate that a first guess from each source is accepted, step by step."""
+    estimate that a first guess from each source is accepted, step by step (``learnt_sources``)."""
     steps = budget_steps(trace)
     if not steps:
         return empty_figure("This run has no budget records: it used the fixed budget (or recording was off).")
@@ -69,8 +78,7 @@ def decisions_figure(trace) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=[s.budget.realized for s in steps], name="committed tokens", mode="markers",
                              marker=dict(color=BLACK, size=7, symbol="diamond"),
                              hovertemplate="step %{x}: committed %{y}<extra></extra>"), row=1, col=1)
-    sources = sorted({k for s in steps for k in s.budget.acceptance})
-    for i, src in enumerate(sources):
+    for i, src in enumerate(learnt_sources(steps)):
         fig.add_trace(go.Scatter(x=x, y=[s.budget.acceptance.get(src) for s in steps], name=esc(f"P(accept) {src}"),
                                  mode="lines", line=dict(color=SOURCE_COLOURS[i % len(SOURCE_COLOURS)], width=2),
                                  hovertemplate=esc(src) + ", step %{x}: %{y:.2f}<extra></extra>"), row=2, col=1)
