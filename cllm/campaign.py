@@ -471,6 +471,9 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
             "base_ppl_cllm": round(ppl(nll), 4), "base_ppl_base": round(ppl([tuple(x) for x in base["nll"]]), 4),
             "degenerate_share": round(sum(degenerate(a) for a in answers) / len(rows), 4),
             "base_degenerate_share": round(sum(degenerate(a) for a in base["answers"]) / len(rows), 4),
+            # which problems loop: the student's and the base's (whether it inherits the base's loops or makes its own)
+            "degenerate_ids": [r["id"] for r, a in zip(rows, answers) if degenerate(a)],
+            "base_degenerate_ids": [r["id"] for r, a in zip(rows, base["answers"]) if degenerate(a)],
             **clean_rates(answers, lanes, base["lanes"])}
 
 

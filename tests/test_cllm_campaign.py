@@ -195,6 +195,10 @@ def test_run_collects_trains_and_draws_the_curve(camp):
               "clean_prompts", "clean_jacobi_tokens_per_step", "clean_base_jacobi_tokens_per_step"):
         assert k in curve[-1]
     assert curve[0]["clean_jacobi_tokens_per_step"] == curve[0]["clean_base_jacobi_tokens_per_step"]  # untrained: the base
+    for p in curve:  # which problems loop, as many as the share says
+        assert len(p["degenerate_ids"]) == round(p["degenerate_share"] * p["prompts"])
+        assert len(p["base_degenerate_ids"]) == round(p["base_degenerate_share"] * p["prompts"])
+    assert curve[0]["degenerate_ids"] == curve[0]["base_degenerate_ids"]
     base = json.loads((camp.root / "run" / "base_eval.json").read_text())
     assert [t for t, _ in base["lanes"]] == [len(a) - 1 for a in base["answers"]]
     assert sum(s for _, s in base["lanes"]) == base["steps"]
