@@ -11,11 +11,11 @@ Each step:
    that occurred before and was followed by something;
 2. each match's draft (SuffixDecoding's tree speculation): the continuations in its node's subtree,
    best first by score = the product of count(child) / count(children of the parent) along the
-   path (how often that continuation followed; ties: the most recent continuation first), nodes under ``min_prob`` percent left out, at most
-   ``alpha x match + offset`` tokens (SuffixDecoding's max_spec_factor and offset: a longer match
-   earns a longer draft), capped at ``max_spec``; the step keeps the draft whose scores sum highest
-   (its expected accepted length; ``best_draft``): usually the longest match's, a shorter one's
-   where the long match's continuations disagree;
+   path (how often that continuation followed; ties: the most recent continuation first), nodes
+   under ``min_prob`` percent left out, at most ``alpha x match + offset`` tokens (SuffixDecoding's
+   max_spec_factor and offset: a longer match earns a longer draft), capped at ``max_spec``; the
+   step keeps the draft whose scores sum highest (its expected accepted length; ``best_draft``):
+   usually the longest match's, a shorter one's where the long match's continuations disagree;
 3. a short match (under ``min_match`` tokens, or none): Token Recycling's successor matrix drafts too
    (SAM-Decoding's fallback; decoding/methods/recycling.py's walk and write_rows, the matrix
    seeded with the prompt's bigrams), its tree grafted onto the short match's draft (with
