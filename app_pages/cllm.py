@@ -164,8 +164,8 @@ st.subheader("Training")
 metrics, meta = metrics_of(Path(folder))
 ui.chart(vc.training_curves, metrics, key="cllm_curves")
 if meta:
-    keep = ("base", "items", "steps", "epochs", "lr", "ar_weight", "local", "lora_r", "train_seconds", "train_tokens",
-            "device", "command")
+    keep = ("base", "items", "steps", "epochs", "lr", "ar_weight", "local", "lora_r", "scale", "train_seconds",
+            "train_tokens", "device", "command")
     st.dataframe([{"setting": k, "value": str(meta[k])} for k in keep if k in meta], hide_index=True)
 
 st.subheader("The campaign: training on GSM8K, a learning curve")

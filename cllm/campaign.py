@@ -1006,16 +1006,22 @@ def _rows_upto(path: Path, step: int) -> str:
 
 
 def export(root: str, run_name: str, out: str, say: Callable[[str], None] = print, base=None,
-           int8: bool = False, step: int = 0) -> dict[str, Any]:
+           int8: bool = False, step: int = 0, scale: float = 1.0) -> dict[str, Any]:
     """Write run ``run_name``'s saved weights as a loadable adapter folder ``out`` (what ``cllm eval``,
     ``cllm pair`` and the app load; ``assets/cllm/adapter`` ships one) with the run's metrics.jsonl
     (the training losses the CLLM page draws) and curve.jsonl. From the exact state (state.pt) where
     this machine has it, else from the committed int8 checkpoint; cllm.json says which. ``int8``:
     the weights in int8 with per-row scales (half of fp16's bytes; what is shipped is what is
     evaluated, so evaluate the int8 folder). ``step``: the adapter kept at that curve point
-    (``run(keep_points=True)``; int8), its metrics and curve up to that step. Trains nothing.
-    Returns the adapter's cllm.json."""
+    (``run(keep_points=True)``; int8), its metrics and curve up to that step. ``scale``: the update
+    merged at this fraction (lora_alpha x scale in adapter_config.json; the weights unchanged), i.e.
+    the weights interpolated linearly between the base (0) and the trained model (1), as WiSE-FT
+    (Wortsman et al., 2022) does between a model and its fine-tune; cllm.json records it. Trains
+    nothing. Returns the adapter's cllm.json."""
     import shutil
+
+    if not 0 < scale <= 2:
+        raise UsageError(f"--scale is the fraction of the update merged, in (0, 2], got {scale}")
 
     c = open_campaign(root)
     if run_name != RUN:
@@ -1036,11 +1042,29 @@ def export(root: str, run_name: str, out: str, say: Callable[[str], None] = prin
         tr, _ = _trainer(c, base, say)
         tr.write_adapter(dest, int8)
     meta = json.loads((dest / "cllm.json").read_text(encoding="utf-8"))
+    if scale != 1.0:
+        scale_adapter(dest, scale)
+        meta = json.loads((dest / "cllm.json").read_text(encoding="utf-8"))
     for name in ("metrics.jsonl", "curve.jsonl"):
         if (c.run_dir / name).is_file():
             (dest / name).write_text(_rows_upto(c.run_dir / name, meta["step"]), encoding="utf-8")
-    say(f"run {c.run} at step {meta['step']} ({meta['items_seen']} items, weights from {meta['weights_from']}) -> {dest}")
+    say(f"run {c.run} at step {meta['step']} ({meta['items_seen']} items, weights from {meta['weights_from']})"
+        + (f", the update at scale {scale:g}" if scale != 1.0 else "") + f" -> {dest}")
     return meta
+
+
+def scale_adapter(folder: Path, scale: float) -> None:
+    """Merge the adapter in ``folder`` at ``scale`` of its update: lora_alpha x scale in its
+    adapter_config.json (peft's scaling is lora_alpha / r), recorded in cllm.json as ``scale`` (the
+    product with any scale it had)."""
+    cfg_path, meta_path = folder / "adapter_config.json", folder / "cllm.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    alpha = cfg["lora_alpha"] * scale
+    cfg["lora_alpha"] = int(alpha) if float(alpha).is_integer() else alpha
+    meta["scale"] = round(meta.get("scale", 1.0) * scale, 6)
+    cfg_path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 SCORES = "scores.jsonl"  # RUN/scores.jsonl: ``score``'s rows (committed)
@@ -1104,6 +1128,7 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
         p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=name, tick=lambda: bar.update())
     meta = json.loads((folder / "cllm.json").read_text(encoding="utf-8")) if (folder / "cllm.json").is_file() else {}
     row = {"run": c.run, "step": meta.get("step", step), "adapter": "" if step else str(folder),
+           **({"scale": meta["scale"]} if meta.get("scale", 1.0) != 1.0 else {}),
            "problems": "selection" if select else "held-out", "skip": 0 if select else skip,
            "ids": [r["id"] for r in rows], **p, "eval_seconds": round(time.perf_counter() - t0, 1),
            "date": time.strftime("%Y-%m-%d %H:%M")}

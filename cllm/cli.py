@@ -107,6 +107,8 @@ def _campaign_args(g) -> None:
     g.add_argument("--out", default="", help="export: the adapter folder to write (e.g. assets/cllm/adapter)")
     g.add_argument("--int8", action="store_true", help="export: the weights in int8 with per-row scales (half the "
                    "bytes of fp16; the shipped adapter is written so)")
+    g.add_argument("--scale", type=float, default=1.0, help="export: merge the update at this fraction (0-2; "
+                   "lora_alpha x F: the weights interpolated between the base and the trained model, as WiSE-FT)")
     g.add_argument("--step", type=int, default=0, help="export, score: the adapter kept at this curve point (run "
                    "--keep-points) instead of the last saved state")
     g.add_argument("--adapter", default="", help="score: this adapter folder (e.g. assets/cllm/adapter) instead of --step")
@@ -182,10 +184,10 @@ def cmd_campaign(a) -> int:
         if a.step < 0 or (a.step and a.int8):
             raise UsageError("--step is a curve point's step (its kept adapter is int8 already: no --int8)")
         _threads()
-        export(a.dir, a.run, a.out, say=_say, int8=a.int8, step=a.step)
+        export(a.dir, a.run, a.out, say=_say, int8=a.int8, step=a.step, scale=a.scale)
         return 0
-    if a.int8 or a.step:
-        raise UsageError("--int8 and --step are options of campaign export")
+    if a.int8 or a.step or a.scale != 1.0:
+        raise UsageError("--int8, --step and --scale are options of campaign export")
     if a.minutes <= 0 or a.eval_every < 1 or a.save_every < 1:
         raise UsageError("--minutes, --eval-every and --save-every must be positive")
     if a.max_degenerate is not None and not 0 <= a.max_degenerate <= 1:
@@ -204,7 +206,7 @@ def cmd_campaign(a) -> int:
 def _campaign_score(a, recipe: dict) -> int:
     from .campaign import score
 
-    if recipe or a.start or a.int8:
+    if recipe or a.start or a.int8 or a.scale != 1.0:
         raise UsageError("campaign score takes --run, --step or --adapter, --skip or --select, and --count")
     _threads()
     if a.select and a.skip != -1:

@@ -359,6 +359,34 @@ def test_export_writes_the_runs_weights_as_a_loadable_adapter(camp, tmp_path):
         assert (w - p.detach()).abs().max() <= p.detach().abs().max() / 127 + 1e-6, k
 
 
+def test_export_scale_merges_that_fraction_of_the_update(camp, tmp_path):
+    """--scale F: the merged weights are base + F x (trained - base) in every layer (WiSE-FT's
+    interpolation), lora_alpha x F in the config, F in cllm.json."""
+    from peft import PeftModel
+
+    cp.run(str(camp.root), minutes=5, eval_every=100, save_every=2, say=lambda m: None, base=_lm(), max_steps=3)
+    full, half = tmp_path / "full", tmp_path / "half"
+    cp.export(str(camp.root), "run", str(full), say=lambda m: None, base=_lm())
+    said = []
+    meta = cp.export(str(camp.root), "run", str(half), say=said.append, base=_lm(), scale=0.5)
+    assert meta["scale"] == 0.5 and "scale 0.5" in said[-1]
+    assert json.loads((half / "adapter_config.json").read_text())["lora_alpha"] == camp.settings.lora_alpha // 2
+    assert "scale" not in json.loads((full / "cllm.json").read_text())
+
+    def merged(folder):
+        return {k: v.clone() for k, v in PeftModel.from_pretrained(_lm().model, str(folder)).merge_and_unload()
+                .state_dict().items()}
+
+    base, one, mid = _lm().model.state_dict(), merged(full), merged(half)
+    moved = [k for k in base if not torch.equal(one[k], base[k])]
+    assert moved  # the run changed the weights, so the check below can fail
+    for k in base:
+        assert torch.allclose(mid[k], base[k] + 0.5 * (one[k] - base[k]), atol=1e-5), k
+    for bad in (0, -1, 2.5):
+        with pytest.raises(UsageError, match="--scale"):
+            cp.export(str(camp.root), "run", str(tmp_path / "x"), say=lambda m: None, base=_lm(), scale=bad)
+
+
 def test_kept_points_export_the_adapter_and_curve_of_that_step(camp, tmp_path):
     said = []
     cp.run(str(camp.root), minutes=5, eval_every=4, save_every=100, say=said.append, base=_lm(), max_steps=4,
