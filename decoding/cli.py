@@ -83,6 +83,8 @@ def _add_decode_args(p: argparse.ArgumentParser) -> None:
 def _add_prompts_args(p: argparse.ArgumentParser, per_category: int) -> None:
     p.add_argument("--prompts", required=True, help="JSONL: Spec-Bench rows (turns[0], category) or {id, prompt} rows")
     p.add_argument("--per-category", type=int, default=per_category, help="take the first K prompts of each category (0: all)")
+    p.add_argument("--skip-per-category", type=int, default=0, help="drop the first K prompts of each category "
+                   "first (e.g. --skip-per-category 4 --per-category 4: prompts 5-8, unseen by a run on the first 4)")
     p.add_argument("--categories", default="", help="comma list of categories to keep")
 
 
@@ -130,7 +132,7 @@ def cmd_tune(a) -> int:
     for m in methods:
         if m not in tunable:
             raise UsageError(f"tune knows {', '.join(tunable)}, not {m!r}")
-    rows_in = read_prompts(a.prompts, a.per_category, a.categories)
+    rows_in = read_prompts(a.prompts, a.per_category, a.categories, a.skip_per_category)
     lm = _load_model(a)
     curve = load_or_measure(lm, progress=_progress, force=a.remeasure)
     warm_up(lm, a.chat)
@@ -204,7 +206,7 @@ def cmd_bench(a) -> int:
     _check_max_new(a)
     methods = bench.parse_methods(a.methods)
     params = {m: bench.variant_params(m, vars(a)) for m in methods}
-    rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories))
+    rows_in = interleave(read_prompts(a.prompts, a.per_category, a.categories, a.skip_per_category))
     rank, world = shard.rank_world()  # under torchrun / accelerate launch: this rank's prompts, its own file
     rows_in, a.out = shard.take(rows_in, rank, world), shard.rank_path(a.out, rank, world)
     results = bench.resumed_rows(a.out, a.resume)
@@ -226,7 +228,7 @@ def cmd_bench(a) -> int:
 
 def cmd_merge(a) -> int:
     variants = bench.variants(bench.parse_methods(a.methods), a.overhead)
-    ids = [r["id"] for r in read_prompts(a.prompts, a.per_category, a.categories)]
+    ids = [r["id"] for r in read_prompts(a.prompts, a.per_category, a.categories, a.skip_per_category)]
     files = shard.rank_files(a.out)
     rows = shard.merge(files, {(i, m, rec) for i in ids for m, rec in variants}, a.out)
     print(f"merged {len(files)} rank files: {len(rows)} runs of {len(ids)} prompts -> {a.out}", file=sys.stderr)

@@ -37,11 +37,15 @@ def jsonl(path: str, strict: bool = True) -> Iterator[tuple[int, Any]]:
                     raise UsageError(f"{path}:{ln} is not JSON") from None
 
 
-def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list[dict[str, str]]:
+def read_prompts(path: str, per_category: int = 0, categories: str = "",
+                 skip_per_category: int = 0) -> list[dict[str, str]]:
     """Rows {id, category, prompt} from Spec-Bench JSONL, plain {id, prompt} JSONL or GSM8K's
     {question, answer} JSONL (the prompt is the question), with ``reference`` where the row has one
     (Spec-Bench's reference[0], GSM8K's answer: what an accuracy is measured against; decoding
-    ignores it)."""
+    ignores it). Per category: the first ``skip_per_category`` prompts dropped (e.g. to measure on
+    prompts a method was not tuned on), then the next ``per_category`` kept (0: all)."""
+    if per_category < 0 or skip_per_category < 0:
+        raise UsageError("--per-category and --skip-per-category take a count of prompts (0 or more)")
     if not os.path.isfile(path):
         raise UsageError(f"no prompts file at {path}")
     keep = {c for c in categories.split(",") if c}
@@ -60,9 +64,10 @@ def read_prompts(path: str, per_category: int = 0, categories: str = "") -> list
         cat = str(d.get("category", "all"))
         if keep and cat not in keep:
             continue
-        if per_category and seen[cat] >= per_category:
-            continue
+        i = seen[cat]
         seen[cat] += 1
+        if i < skip_per_category or (per_category and i >= skip_per_category + per_category):
+            continue
         row = {"id": str(rid), "category": cat, "prompt": prompt}
         ref = d.get("answer") if isinstance(d.get("question"), str) else d.get("reference")
         ref = ref[0] if isinstance(ref, list) and ref else ref

@@ -44,6 +44,20 @@ def test_bench_rows_are_exact_and_interleaved(bench):
     assert table[("lookahead", "ALL")]["exact"] is True
 
 
+def test_skip_per_category_takes_the_prompts_after_the_first_k_of_each_category(bench, tmp_path):
+    from decoding.io import UsageError, read_prompts
+
+    code, rows = bench("--skip-per-category", "1", "--per-category", "1")
+    assert code == 0 and [r["id"] for r in rows[::3]] == ["1", "4"]  # c has one prompt: none left after it
+    path = str(tmp_path / "q.jsonl")
+    assert [r["id"] for r in read_prompts(path, skip_per_category=1)] == ["1", "2", "4"]
+    assert [r["id"] for r in read_prompts(path, 2, skip_per_category=0)] == ["0", "1", "3", "4", "5"]
+    with pytest.raises(UsageError, match="no prompts selected"):
+        read_prompts(path, skip_per_category=3)
+    with pytest.raises(UsageError, match="count of prompts"):
+        read_prompts(path, skip_per_category=-1)
+
+
 def test_resume_runs_only_what_is_missing(bench, capsys):
     code, first = bench("--per-category", "1")
     assert code == 0 and len(first) == 9
