@@ -474,7 +474,20 @@ def curve_point(c: Campaign, lm, base_off: Callable[[], Any], rows: list[dict], 
             # which problems loop: the student's and the base's (whether it inherits the base's loops or makes its own)
             "degenerate_ids": [r["id"] for r, a in zip(rows, answers) if degenerate(a)],
             "base_degenerate_ids": [r["id"] for r, a in zip(rows, base["answers"]) if degenerate(a)],
-            **clean_rates(answers, lanes, base["lanes"])}
+            # the loop rule (``cllm.evaluate.DEGENERATE_MAX_PERIOD``) and the old one's count (periods <= 16)
+            "degenerate_periods": "any", **short_loops(rows, answers, base["answers"]),
+            **clean_rates(answers, lanes, base["lanes"]), "answers": answers}
+
+
+def short_loops(rows: list[dict], answers: list[list[int]], base_answers: list[list[int]]) -> dict[str, Any]:
+    """The degenerate shares and ids by the rule before 2026-12-06 (periods 1..16: it missed loops
+    of a sentence or paragraph), to compare a point with the rows written before."""
+    from .evaluate import SHORT_PERIOD, degenerate
+
+    ids = lambda ans: [r["id"] for r, a in zip(rows, ans) if degenerate(a, max_period=SHORT_PERIOD)]
+    return {"degenerate_share_p16": round(len(ids(answers)) / len(rows), 4), "degenerate_ids_p16": ids(answers),
+            "base_degenerate_share_p16": round(len(ids(base_answers)) / len(rows), 4),
+            "base_degenerate_ids_p16": ids(base_answers)}
 
 
 def read_curve(root: str, run: str = RUN) -> list[dict]:
@@ -812,8 +825,9 @@ class Trainer:
         """A learning-curve point now, appended to run/curve.jsonl."""
         self.model.eval()
         t0 = time.perf_counter()
-        point = {"step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1),
-                 **curve_point(self.c, self.lm, self.model.disable_adapter, rows, untrained=self.step == 0),
+        p = curve_point(self.c, self.lm, self.model.disable_adapter, rows, untrained=self.step == 0)
+        p.pop("answers")  # the curve's 16: a row per point, kept small
+        point = {"step": self.step, "items_seen": self.items_seen, "train_seconds": round(self.seconds, 1), **p,
                  "eval_seconds": round(time.perf_counter() - t0, 1), "date": time.strftime("%Y-%m-%d %H:%M")}
         self.c.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.c.run_dir / "curve.jsonl", "a", encoding="utf-8") as f:
@@ -1068,6 +1082,7 @@ def scale_adapter(folder: Path, scale: float) -> None:
 
 
 SCORES = "scores.jsonl"  # RUN/scores.jsonl: ``score``'s rows (committed)
+ANSWERS = "score_answers"  # RUN/score_answers/*.json.gz: the CLLM's answers of each score row (committed, ~30 KB)
 
 
 def _score_rows(c: Campaign, skip: int, count: int, select: bool) -> list[dict]:
@@ -1127,17 +1142,26 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
               file=sys.stderr, disable=not progress) as bar:
         p = curve_point(c, lm, nullcontext, rows, base_lm=base, base_name=name, tick=lambda: bar.update())
     meta = json.loads((folder / "cllm.json").read_text(encoding="utf-8")) if (folder / "cllm.json").is_file() else {}
+    answers = p.pop("answers")
     row = {"run": c.run, "step": meta.get("step", step), "adapter": "" if step else str(folder),
            **({"scale": meta["scale"]} if meta.get("scale", 1.0) != 1.0 else {}),
            "problems": "selection" if select else "held-out", "skip": 0 if select else skip,
            "ids": [r["id"] for r in rows], **p, "eval_seconds": round(time.perf_counter() - t0, 1),
            "date": time.strftime("%Y-%m-%d %H:%M")}
+    # the CLLM's answers beside the row (the base's are in run/base_eval-*.json): a later look at them, or a
+    # changed rule for loops, needs no new decoding
+    side = c.run_dir / ANSWERS / (time.strftime("%Y%m%d-%H%M%S") + f"-step{row['step']}-{row['problems']}-{count}.json.gz")
+    side.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(side, "wt", encoding="utf-8") as f:
+        json.dump({"ids": row["ids"], "answers": answers}, f)
+    row["answers_file"] = f"{ANSWERS}/{side.name}"
     with open(c.run_dir / SCORES, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
     gain = p["jacobi_tokens_per_step"] / max(1e-9, p["base_jacobi_tokens_per_step"])
     say(f"step {row['step']} on {count} {row['problems']} problems: tokens/step {p['jacobi_tokens_per_step']} (base "
         f"{p['base_jacobi_tokens_per_step']}: {gain:.2f}x), degenerate {p['degenerate_share']:.1%} (base "
-        f"{p['base_degenerate_share']:.1%}), accuracy {p['accuracy']:.1%} (base {p['base_accuracy']:.1%}), base ppl "
+        f"{p['base_degenerate_share']:.1%}; periods <= 16 only: {p['degenerate_share_p16']:.1%}, base "
+        f"{p['base_degenerate_share_p16']:.1%}), accuracy {p['accuracy']:.1%} (base {p['base_accuracy']:.1%}), base ppl "
         f"{p['base_ppl_cllm']} (of its own {p['base_ppl_base']})")
     return row
 

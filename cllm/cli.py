@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import sys
@@ -93,6 +94,9 @@ def build_parser() -> Parser:
     q.add_argument("--results", default="", help="comma list of `eval --out` files: pick the prompt by the page's "
                    "rule (median tokens/step gain among answers keeping >= 80%% of the base's tokens) and write "
                    "pairs.json (the rule, the choice, every prompt's figures) beside the traces")
+    q.add_argument("--answers", default="", help="with --results: a `campaign score` answers file of this CLLM on "
+                   "these problems (RUN/score_answers/*.json.gz): whether each answer loops is decided from it by "
+                   "today's rule (loops of any period), not by the results' flags")
     _campaign_args(sub.add_parser("campaign", help="the resumable CLLM campaign: collect shards, train, learning curve (data/cllm)"))
     return p
 
@@ -341,35 +345,64 @@ def cmd_eval(a) -> int:
 
 
 def _results(spec: str) -> list[dict]:
+    """``eval`` result rows from the comma-separated files of ``spec`` (JSONL, or JSONL.gz as committed)."""
     res = []
     for p in spec.split(","):
         if not os.path.isfile(p):
             raise UsageError(f"no results file at {p}")
-        res += [json.loads(l) for l in open(p, encoding="utf-8") if l.strip()]
+        with (gzip.open(p, "rt", encoding="utf-8") if p.endswith(".gz") else open(p, encoding="utf-8")) as f:
+            res += [json.loads(line) for line in f if line.strip()]
     return res
+
+
+def _loops(path: str, res: list[dict]) -> list[str]:
+    """The ids of the results' prompts whose CLLM answer in the score answers file ``path`` is
+    degenerate by today's rule (``cllm.evaluate.degenerate``); refused if it lacks one of them."""
+    from .evaluate import degenerate
+
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            d = json.load(f)
+        got = dict(zip(map(str, d["ids"]), d["answers"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path} is not a campaign score answers file ({e})") from e
+    missing = [str(r["id"]) for r in res if str(r["id"]) not in got]
+    if missing:
+        raise UsageError(f"{path} has no answer for prompt{'s' if len(missing) > 1 else ''} {', '.join(missing[:5])}")
+    return [str(r["id"]) for r in res if degenerate(got[str(r["id"])]) and not r["cllm"].get("degenerate")]
 
 
 def cmd_pair(a) -> int:
     rows = _rows(a)
-    r = rows[0]
     if not os.path.isdir(a.out_dir):
         raise UsageError(f"no folder {a.out_dir}")
-    if a.results:
-        from .evaluate import pair_table
+    models = {"base": a.model, "cllm": a.cllm}
+    _threads()
+    if not a.results:
+        pair(rows[0], models, a.out_dir, a.n, a.max_new_tokens, a.chat, a.seed, a.device, a.dtype, _say)
+        return 0
+    from .evaluate import degenerate, pair_table
 
-        table = pair_table(_results(a.results))
-        by = {x["id"]: x for x in rows}
+    res, by = _results(a.results), {x["id"]: x for x in rows}
+    loops = _loops(a.answers, res) if a.answers else []
+    while True:  # the chosen prompt's CLLM answer, decoded, must not loop (results written by an older rule may say so)
+        table = pair_table(res, loops=loops)
         if str(table["chosen"]) not in by:
             raise UsageError(f"prompt {table['chosen']} (chosen from the results) is not among the selected prompts")
         r = by[str(table["chosen"])]
-        table.update({"prompts_file": os.path.basename(a.prompts), "chat": a.chat, "n": a.n,
-                      "max_new_tokens": a.max_new_tokens})
-        table["texts"] = {t["id"]: by[t["id"]]["prompt"] for t in table["prompts"] if t["id"] in by}
-        with open(os.path.join(a.out_dir, "pairs.json"), "w", encoding="utf-8") as f:
-            json.dump(table, f, indent=1)
         _say(f"pair: prompt {r['id']} by the rule: {table['rule']}")
-    _threads()
-    pair(r, {"base": a.model, "cllm": a.cllm}, a.out_dir, a.n, a.max_new_tokens, a.chat, a.seed, a.device, a.dtype, _say)
+        paths = pair(r, models, a.out_dir, a.n, a.max_new_tokens, a.chat, a.seed, a.device, a.dtype, _say)
+        with open(paths["cllm"], encoding="utf-8") as f:
+            answer = json.load(f)["output_ids"]
+        if not degenerate(answer) or str(r["id"]) in loops:  # (a prompt already left out came back: all loop)
+            break
+        _say(f"pair: prompt {r['id']}'s CLLM answer loops; the next by the rule")
+        loops.append(str(r["id"]))
+    table.update({"prompts_file": os.path.basename(a.prompts), "chat": a.chat, "n": a.n,
+                  "max_new_tokens": a.max_new_tokens})
+    table["texts"] = {t["id"]: by[t["id"]]["prompt"] for t in table["prompts"] if t["id"] in by}
+    with open(os.path.join(a.out_dir, "pairs.json"), "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
     return 0
 
 

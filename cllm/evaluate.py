@@ -9,7 +9,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from decoding.loop import decode, warm_up
 
@@ -44,17 +44,23 @@ def final_number(text: str) -> float | None:
         return None
 
 
-DEGENERATE_MAX_PERIOD = 16
+# A loop's period: any that repeats 3 times in the answer (0: up to len // 3). Until 2026-12-06 it was 1..16,
+# which missed the sentence- and paragraph-long loops (a 20-80-token stretch said again word for word) that
+# both models fall into: 8 of the base's 128 selection answers loop so, 2 at a period of 16 or less; rows written since say
+# ``degenerate_periods: "any"`` and keep the old count beside (``*_p16``).
+DEGENERATE_MAX_PERIOD = 0
+SHORT_PERIOD = 16  # the old rule's longest period (the ``*_p16`` figures)
 DEGENERATE_SHARE = 0.5
 
 
 def repeated_share(ids: list[int], max_period: int = DEGENERATE_MAX_PERIOD) -> float:
     """The largest share of ``ids`` covered by one stretch that repeats a token n-gram (n = the
-    period, 1..max_period) at least 3 times back to back: a stretch where every token equals the
-    token ``period`` places before it, counted with its first period ("0 0 0 0" is period 1,
-    "a b a b a b" period 2). 0 for an empty answer."""
+    period, 1..max_period; 0: any period up to a third of the answer) at least 3 times back to
+    back: a stretch where every token equals the token ``period`` places before it, counted with
+    its first period ("0 0 0 0" is period 1, "a b a b a b" period 2, a sentence said three times
+    over its length). 0 for an empty answer."""
     best, n = 0, len(ids)
-    for p in range(1, max_period + 1):
+    for p in range(1, (max_period or n // 3) + 1):
         run = 0  # tokens i with ids[i] == ids[i - p], in the current stretch
         for i in range(p, n + 1):
             if i < n and ids[i] == ids[i - p]:
@@ -67,8 +73,8 @@ def repeated_share(ids: list[int], max_period: int = DEGENERATE_MAX_PERIOD) -> f
 
 
 def degenerate(ids: list[int], share: float = DEGENERATE_SHARE, max_period: int = DEGENERATE_MAX_PERIOD) -> bool:
-    """A degenerate repetitive answer: one token n-gram (n <= 16) repeated back to back, >= 3
-    times, fills more than half of it (``repeated_share`` > 0.5)."""
+    """A degenerate repetitive answer: one token n-gram (of any period; ``max_period`` > 0: at most
+    that) repeated back to back, >= 3 times, fills more than half of it (``repeated_share`` > 0.5)."""
     return repeated_share(ids, max_period) > share
 
 
@@ -332,12 +338,15 @@ PAIR_RULE = ("the held-out prompt with the median Jacobi tokens/step gain (CLLM 
              "CLLM answer keeps at least {keep:.0%} of the base's tokens and is not degenerate")
 
 
-def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
+def pair_table(results: list[dict], keep: float = PAIR_KEEP, loops: Sequence[str] = ()) -> dict[str, Any]:
     """The CLLM page's choice of pair from ``eval`` rows, by a stated rule: among the prompts whose
     CLLM answer keeps >= ``keep`` of the base's tokens (identical_share) and is not degenerate, the
     one with the median tokens/step gain (the lower middle of an even count: a real prompt). If none
     qualifies, the median over the prompts whose CLLM answer is not degenerate (all, if every one
-    is), and the rule says so. Returns {rule, chosen, qualified,
+    is), and the rule says so. ``loops``: the ids of prompts whose CLLM answer is degenerate by the
+    rule of today (``degenerate``) where the results' flag, written by an older rule, says not:
+    degenerate too (``cllm pair`` finds them in a score's answers, and checks the chosen one's
+    answer as it decodes it). Returns {rule, chosen, qualified,
     prompts: [{id, category, split, base/cllm tokens/step and steps, gain, identical_share,
     degenerate}]} (every prompt, for a list to pick from)."""
     table = []
@@ -347,7 +356,7 @@ def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
                       "base_tokens_per_step": b, "cllm_tokens_per_step": c,
                       "base_steps": r["base"]["jacobi_steps"], "cllm_steps": r["cllm"]["jacobi_steps"],
                       "gain": round(c / b, 4) if b else 0.0, "identical_share": r["identical_share"],
-                      "degenerate": bool(r["cllm"].get("degenerate", False))})
+                      "degenerate": bool(r["cllm"].get("degenerate", False)) or str(r["id"]) in set(map(str, loops))})
     if not table:
         raise ValueError("no results to choose a pair from")
     ok = [t for t in table if t["identical_share"] >= keep and not t["degenerate"]]
@@ -356,7 +365,12 @@ def pair_table(results: list[dict], keep: float = PAIR_KEEP) -> dict[str, Any]:
         ok = [t for t in table if not t["degenerate"]] or table
         rule += (f" (no prompt qualified: the median over the {len(ok)} of {len(table)} prompts whose CLLM answer "
                  "is not degenerate)")
+    if loops:
+        rule += (f"; {len(loops)} CLLM answer{'s' if len(loops) > 1 else ''} that the results flag as not degenerate "
+                 f"loop{'s' if len(loops) == 1 else ''} by the rule of today (a loop of any period): "
+                 f"{', '.join(map(str, loops))}, left out")
     ranked = sorted(ok, key=lambda t: (t["gain"], str(t["id"])))
     chosen = ranked[(len(ranked) - 1) // 2]
-    return {"rule": rule, "keep": keep, "chosen": chosen["id"], "qualified": qualified, "prompts": table}
+    return {"rule": rule, "keep": keep, "chosen": chosen["id"], "qualified": qualified, "prompts": table,
+            **({"loops": [str(x) for x in loops]} if loops else {})}
 

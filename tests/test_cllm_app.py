@@ -292,6 +292,10 @@ def test_campaign_curve_draws_the_cllm_without_its_degenerate_answers_where_meas
     loops = {d.name: list(d.y) for d in fig.data if "degenerate answers" in (d.name or "") and d.name.endswith("answers")
              and ":" in d.name}
     assert loops == {"CLLM: degenerate answers": [None, 0.3125], "base: degenerate answers": [None, 0.0]}
+    new["degenerate_periods"] = "any"  # a point counted by the rule of any period; the old one did not say
+    line = next(d for d in vc.campaign_curve([old, new]).data if d.name == "CLLM: degenerate answers")
+    assert [list(c) for c in line.customdata] == [["periods <= 16 only"], ["any period"]]
+    assert "customdata[0]" in line.hovertemplate
 
 
 def test_page_compares_the_campaigns_recipe_runs(monkeypatch):

@@ -430,7 +430,11 @@ def test_score_rates_a_kept_point_on_the_problems_after_the_curves(camp, tmp_pat
     want = cp.curve_point(camp, lm, tr.model.disable_adapter, held, base_name="want.json")
     row = cp.score(str(camp.root), step=4, skip=1, count=2, base=_lm(), cllm=lm, **quiet)
     assert (row["step"], row["skip"], row["ids"], row["prompts"]) == (4, 1, ["901", "902"], 2)
+    answers = want.pop("answers")
     assert {k: row[k] for k in want} == want  # the base model beside a merged CLLM == the adapter switched off
+    with gzip.open(camp.root / "run" / row["answers_file"], "rt") as f:  # its answers kept beside the row
+        assert json.load(f) == {"ids": ["901", "902"], "answers": answers}
+    assert "answers" not in row and row["degenerate_periods"] == "any"
     cached = json.loads((camp.root / "run" / "base_eval-1-2.json").read_text())
     assert cached["ids"] == ["901", "902"] and cached == json.loads((camp.root / "run" / "want.json").read_text())
     kept = camp.root / "run" / "base_eval-1-2.json"  # what score's progress total reads: kept for these problems only
@@ -721,7 +725,7 @@ def test_a_run_stops_when_the_students_shard_shows_the_collapse(camp, tmp_path, 
     with the limit 0, it goes on."""
     said = []
     ev = sys.modules["cllm.evaluate"]
-    monkeypatch.setattr(ev, "degenerate", lambda ids: True)  # every answer a loop: 3 of 3 dropped
+    monkeypatch.setattr(ev, "degenerate", lambda ids, **kw: True)  # every answer a loop: 3 of 3 dropped
     s = cp.open_campaign(str(tmp_path / "s"), replace(camp.settings, teacher="student"), create=True)
     done = cp.run(str(s.root), minutes=5, eval_every=100, say=said.append, base=_lm(), max_steps=3, max_degenerate=0.5)
     assert done["collapsed"] == 0 and done["steps"] == 0 and done["shards"] == 1

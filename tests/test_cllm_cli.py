@@ -3,6 +3,7 @@ downloaded): the rows and traces they write hold what the base and the CLLM real
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -222,6 +223,49 @@ def test_pair_from_results_picks_by_the_rule(tmp_path, prompts, models, loads):
     assert Trace.load(str(out / "base_jacobi.json")).prompt_text == PROMPTS[1][2]
     res.write_text(json.dumps(_res("9", "math", 1.0, 1.1, 0.9)) + "\n")
     assert cllm.main(["pair", "--prompts", prompts, "--cllm", "x", "--results", str(res), "--out-dir", str(out)]) == 2
+
+
+def test_pair_leaves_out_a_chosen_answer_that_loops_when_decoded(tmp_path, prompts, models, loads, monkeypatch):
+    """Results flag no loop (an older rule's), but the median prompt's CLLM answer, decoded, loops:
+    it is left out, the rule says so, and the pair is the next by the rule (the lower middle of 0 and 2)."""
+    seen = []
+    monkeypatch.setattr(sys.modules["cllm.evaluate"], "degenerate",
+                        lambda ids, **kw: seen.append(list(ids)) or len(seen) == 1)
+    res = tmp_path / "r.jsonl.gz"
+    with gzip.open(res, "wt") as f:  # as committed: gzipped
+        f.write("".join(json.dumps(r) + "\n" for r in [
+            _res("0", "math", 1.0, 1.1, 0.9), _res("1", "math", 1.0, 1.4, 0.95), _res("2", "qa", 1.0, 1.9, 0.9)]))
+    out = tmp_path / "o"
+    out.mkdir()
+    assert cllm.main(["pair", "--prompts", prompts, "--cllm", "my-cllm", "--n", "5", "--max-new-tokens", "8",
+                      "--results", str(res), "--out-dir", str(out)]) == 0
+    t = json.loads((out / "pairs.json").read_text())
+    assert t["chosen"] == "0" and t["loops"] == ["1"] and "1, left out" in t["rule"] and t["qualified"] == 2
+    cl = Trace.load(str(out / "cllm_jacobi.json"))
+    assert cl.prompt_text == PROMPTS[0][2] and seen[-1] == cl.output_ids and len(seen) == 2
+    assert [p["degenerate"] for p in t["prompts"]] == [False, True, False]
+
+
+def test_pair_decides_the_loops_from_a_scores_answers(tmp_path, prompts, models, loads, monkeypatch):
+    """--answers: which CLLM answers loop comes from a score's answers file (by today's rule, here one
+    that calls [5] * 12 a loop), not from the results' flags; an answers file without a prompt is refused."""
+    monkeypatch.setattr(sys.modules["cllm.evaluate"], "degenerate", lambda ids, **kw: list(ids) == [5] * 12)
+    res = tmp_path / "r.jsonl"
+    res.write_text("".join(json.dumps(r) + "\n" for r in [
+        _res("0", "math", 1.0, 1.1, 0.9), _res("1", "math", 1.0, 1.4, 0.95), _res("2", "qa", 1.0, 1.9, 0.9)]))
+    answers = tmp_path / "a.json.gz"
+    with gzip.open(answers, "wt") as f:
+        json.dump({"ids": ["0", "1", "2"], "answers": [[1, 2, 3], [5] * 12, [4, 5, 6]]}, f)
+    out = tmp_path / "o"
+    out.mkdir()
+    args = ["pair", "--prompts", prompts, "--cllm", "my-cllm", "--n", "5", "--max-new-tokens", "8",
+            "--results", str(res), "--out-dir", str(out), "--answers", str(answers)]
+    assert cllm.main(args) == 0
+    t = json.loads((out / "pairs.json").read_text())
+    assert t["chosen"] == "0" and t["loops"] == ["1"] and loads == [None, "my-cllm"]  # decoded once: no retry
+    with gzip.open(answers, "wt") as f:
+        json.dump({"ids": ["0", "2"], "answers": [[1], [2]]}, f)
+    assert cllm.main(args) == 2
 
 
 def test_eval_says_whether_each_answer_is_right(tmp_path, models, monkeypatch):

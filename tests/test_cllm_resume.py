@@ -207,6 +207,12 @@ def test_degenerate_answers():
     assert not cllm.degenerate([1, 2, 1, 2] + list(range(10, 30)))  # two repeats of a bigram are not a loop
     assert not cllm.degenerate(list(range(10)) + [0] * 9)  # 9 of 19 tokens: not more than half
     assert cllm.repeated_share([]) == 0.0 and not cllm.degenerate([])
+    # a sentence said over and over (the base model's loop): any period that repeats 3 times counts
+    para = list(range(100, 140))
+    loop = list(range(20)) + para * 4 + para[:10]
+    assert cllm.repeated_share(loop) == pytest.approx(170 / 190) and cllm.degenerate(loop)
+    assert not cllm.degenerate(loop, max_period=16)  # the rule before 2026-12-06 missed it
+    assert not cllm.degenerate(list(range(20)) + para * 2 + list(range(50, 90)))  # said twice: not a loop
 
 
 def test_cli_train_cut_by_max_minutes_and_resumed(monkeypatch, tmp_path, gsm, capsys):

@@ -287,14 +287,19 @@ def _clean_trace(fig: go.Figure, rows: list[dict]) -> None:
 
 def _degenerate_traces(fig: go.Figure, rows: list[dict], x: list[int]) -> None:
     """The share of degenerate answers (a repetition loop filling half the answer), the CLLM's and
-    the base's, in the third panel: on-policy training can collapse into loops."""
+    the base's, in the third panel: on-policy training can collapse into loops. Points written before
+    2026-12-06 counted loops of periods <= 16 tokens only (a row says ``degenerate_periods: "any"``
+    where it counted every period); the hover says which rule each point used."""
+    rule = ["any period" if r.get("degenerate_periods") == "any" else "periods <= 16 only" for r in rows]
     for key, name, colour in (("degenerate_share", "CLLM: degenerate answers", VERMILLION),
                               ("base_degenerate_share", "base: degenerate answers", BLUE)):
         if all(r.get(key) is None for r in rows):
             continue
         fig.add_trace(go.Scatter(x=x, y=[r.get(key) for r in rows], mode="lines+markers", name=name,
                                  line=dict(color=colour, width=2, dash="dot"), marker=dict(symbol="x", size=8),
-                                 hovertemplate=f"%{{x}} items<br>%{{y:.0%}} degenerate<extra>{esc(name)}</extra>"), 2, 1)
+                                 customdata=[[q] for q in rule],
+                                 hovertemplate=f"%{{x}} items<br>%{{y:.0%}} degenerate (loops of %{{customdata[0]}})"
+                                               f"<extra>{esc(name)}</extra>"), 2, 1)
 
 
 def campaign_curve(rows: list[dict], target_ratio: float = 1.5) -> go.Figure:
