@@ -1099,6 +1099,31 @@ def _score_rows(c: Campaign, skip: int, count: int, select: bool) -> list[dict]:
     return rows
 
 
+def _score_folder(c: Campaign, step: int, adapter: str) -> Path:
+    """The adapter ``score`` reads: the one kept at curve point ``step`` or the folder ``adapter``."""
+    if bool(step) == bool(adapter):
+        raise UsageError("score takes one adapter: --step N (a curve point kept by run --keep-points) or --adapter DIR")
+    folder = point_dir(c.run_dir, step) if step else Path(adapter)
+    if step and not (folder / "cllm.json").is_file():
+        kept = ", ".join(map(str, kept_points(c.run_dir))) or "none (campaign run --keep-points keeps them)"
+        raise UsageError(f"run {c.run} kept no adapter at step {step}; kept: {kept}")
+    if not folder.is_dir():
+        raise UsageError(f"no adapter folder at {folder}")
+    return folder
+
+
+def _write_score(c: Campaign, row: dict, answers: list, count: int) -> None:
+    """Appends ``row`` to the run's scores.jsonl, the CLLM's answers beside it (the base's are in
+    run/base_eval-*.json): a later look at them, or a changed rule for loops, needs no new decoding."""
+    side = c.run_dir / ANSWERS / (time.strftime("%Y%m%d-%H%M%S") + f"-step{row['step']}-{row['problems']}-{count}.json.gz")
+    side.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(side, "wt", encoding="utf-8") as f:
+        json.dump({"ids": row["ids"], "answers": answers}, f)
+    row["answers_file"] = f"{ANSWERS}/{side.name}"
+    with open(c.run_dir / SCORES, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip: int = -1, count: int = 64,
           say: Callable[[str], None] = print, base=None, cllm=None, progress: bool = True,
           select: bool = False) -> dict[str, Any]:
@@ -1123,14 +1148,7 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
     c = open_campaign(root)
     if run_name != RUN:
         c = use_recipe(c, run_name)
-    if bool(step) == bool(adapter):
-        raise UsageError("score takes one adapter: --step N (a curve point kept by run --keep-points) or --adapter DIR")
-    folder = point_dir(c.run_dir, step) if step else Path(adapter)
-    if step and not (folder / "cllm.json").is_file():
-        kept = ", ".join(map(str, kept_points(c.run_dir))) or "none (campaign run --keep-points keeps them)"
-        raise UsageError(f"run {c.run} kept no adapter at step {step}; kept: {kept}")
-    if not folder.is_dir():
-        raise UsageError(f"no adapter folder at {folder}")
+    folder = _score_folder(c, step, adapter)
     skip = c.settings.curve_prompts if skip < 0 else skip
     rows = _score_rows(c, skip, count, select)
     base = base or load_model(None if c.model == "bundled" else c.model, progress=say)
@@ -1148,15 +1166,7 @@ def score(root: str, run_name: str = RUN, step: int = 0, adapter: str = "", skip
            "problems": "selection" if select else "held-out", "skip": 0 if select else skip,
            "ids": [r["id"] for r in rows], **p, "eval_seconds": round(time.perf_counter() - t0, 1),
            "date": time.strftime("%Y-%m-%d %H:%M")}
-    # the CLLM's answers beside the row (the base's are in run/base_eval-*.json): a later look at them, or a
-    # changed rule for loops, needs no new decoding
-    side = c.run_dir / ANSWERS / (time.strftime("%Y%m%d-%H%M%S") + f"-step{row['step']}-{row['problems']}-{count}.json.gz")
-    side.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(side, "wt", encoding="utf-8") as f:
-        json.dump({"ids": row["ids"], "answers": answers}, f)
-    row["answers_file"] = f"{ANSWERS}/{side.name}"
-    with open(c.run_dir / SCORES, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    _write_score(c, row, answers, count)
     gain = p["jacobi_tokens_per_step"] / max(1e-9, p["base_jacobi_tokens_per_step"])
     say(f"step {row['step']} on {count} {row['problems']} problems: tokens/step {p['jacobi_tokens_per_step']} (base "
         f"{p['base_jacobi_tokens_per_step']}: {gain:.2f}x), degenerate {p['degenerate_share']:.1%} (base "
