@@ -54,6 +54,7 @@ from .losses import STATE_PICKS, answer_ar_loss
 
 MANIFEST = "manifest.json"
 SHARDS = "shards"
+NEGATIVES = "negatives.jsonl.gz"  # the student's loop answers the collapse guard dropped (prompt, answer): w_seq's negatives
 PARTIAL = "partial"
 RUN = "run"
 PORTABLE = "checkpoint"  # run/checkpoint/: the committed, machine-independent training checkpoint
@@ -94,6 +95,8 @@ class Settings:
     gt_per_step: int = 0  # with w_gt: 0 = a collected prompt's answer on its first block (once per prompt and pass);
     # G > 0 = G answers a step from the whole source, in one seeded order (the dataset's answers, not only the collected prompts')
     w_ul: float = 0.0  # > 0: also token-level unlikelihood of earlier answer tokens on each fixed point (against loops), this weight
+    w_seq: float = 0.0  # > 0: also sequence-level unlikelihood on one of the campaign's negatives a step (the student's
+    # own loop answers the collapse guard dropped: NEGATIVES), this weight
 
 
 TEACHERS = ("base", "student")
@@ -276,6 +279,7 @@ def collect_shard(c: Campaign, lm, say: Callable[[str], None] = print, stop: Cal
                 got = w.items(w.row["category"], st.chat, lm.model_id)
                 if teacher != "base" and degenerate(w.output):  # a student's repetition loop: the collapse guard
                     got = []
+                    add_negatives(c, [{"prompt_id": str(w.row["id"]), "prompt_ids": w.prompt_ids, "answer_ids": list(w.output)}])
                 f.write("".join(json.dumps(d) + "\n" for d in got))
                 stats["items"] += len(got)
                 f.flush()
@@ -307,6 +311,30 @@ def _shard_entry(k: int, rows: list[dict], items: list[dict], out: Path, teacher
             "sha256": _sha(out), "bytes": out.stat().st_size, "collected": time.strftime("%Y-%m-%d"), "teacher": teacher}
 
 
+def read_negatives(c: Campaign) -> list[dict]:
+    """The campaign's negatives (``NEGATIVES``): the student's loop answers, one per prompt, in the
+    order they were added; [] where there are none."""
+    p = c.root / NEGATIVES
+    if not p.is_file():
+        return []
+    with gzip.open(p, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def add_negatives(c: Campaign, rows: list[dict]) -> int:
+    """Appends loop answers ({prompt_id, prompt_ids, answer_ids}) to ``NEGATIVES``, once per prompt
+    (a prompt already there is left: a resumed collection or a second guard adds nothing); the
+    number added."""
+    have = read_negatives(c)
+    ids = {r["prompt_id"] for r in have}
+    new = [r for r in rows if r["prompt_id"] not in ids and not ids.add(r["prompt_id"])]
+    if new:
+        c.root.mkdir(parents=True, exist_ok=True)
+        with open(c.root / NEGATIVES, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+            gz.write("".join(json.dumps(r) + "\n" for r in have + new).encode("utf-8"))
+    return len(new)
+
+
 def _write_shard(c: Campaign, k: int, lines: list[str]) -> Path:
     """Shard ``k``'s file from its JSON lines (deterministic gzip: the same lines, the same bytes)."""
     (c.root / SHARDS).mkdir(parents=True, exist_ok=True)
@@ -328,6 +356,8 @@ def guard_shards(c: Campaign) -> int:
             continue
         items = read_shard(c, k)
         keep = [d for d in items if not degenerate(d["answer_ids"])]
+        add_negatives(c, [{"prompt_id": d["prompt_id"], "prompt_ids": d["prompt_ids"][:d["prompt_len"]],
+                           "answer_ids": d["answer_ids"]} for d in items if d["block"] == 0 and degenerate(d["answer_ids"])])
         dropped = len({d["prompt_id"] for d in items} - {d["prompt_id"] for d in keep})
         if dropped:
             out = _write_shard(c, k, [json.dumps(d) + "\n" for d in keep])
@@ -566,7 +596,7 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step", "w_ul")
+              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step", "w_ul", "w_seq")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -597,6 +627,7 @@ class Trainer:
         self.epoch = 0  # the pass over the shards (``epochs``)
         self.resumed_from = ""  # "state" (exact), "portable" (the committed checkpoint) or "" (a fresh start)
         self._shard: tuple[tuple[int, int], list[dict]] | None = None
+        self._negatives: list[dict] | None = None
         self._answers: dict[str, str] | None = None  # the source's answers by prompt id (``w_gt``)
         self._gt_order: list[tuple[str, str]] | None = None  # (question, answer) of the source (``gt_per_step``)
         self.restore()
@@ -772,6 +803,9 @@ class Trainer:
             for k in sums:
                 sums[k] += float(losses[k].detach()) / m
             tokens += len(item["fixed_point"]) * (1 + min(self.st.states_per_item, len(item["states"])))
+        if self.st.w_seq:
+            sums["seq"] = self._seq_step()
+            sums["total"] += self.st.w_seq * sums["seq"]
         for prompt, answer in self._gt_pairs() if self.st.w_gt and self.st.gt_per_step else []:
             loss = answer_ar_loss(self.model, prompt, answer)
             (self.st.w_gt * loss / self.st.gt_per_step).backward()
@@ -792,6 +826,21 @@ class Trainer:
         with open(self.c.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         return row
+
+    def _seq_step(self) -> float:
+        """``w_seq``: sequence-level unlikelihood on the campaign's negative number ``step`` (cycled),
+        its gradient added; the loss."""
+        from .losses import sequence_unlikelihood
+
+        if self._negatives is None:
+            self._negatives = read_negatives(self.c)
+            if not self._negatives:
+                raise UsageError(f"recipe w_seq needs negatives: {self.c.root / NEGATIVES} holds none (campaign guard or a "
+                                 "student's collection writes the loop answers it drops there)")
+        neg = self._negatives[self.step % len(self._negatives)]
+        loss = sequence_unlikelihood(self.model, neg["prompt_ids"], neg["answer_ids"])
+        (self.st.w_seq * loss).backward()
+        return float(loss.detach())
 
     def _gt_loss(self, item: dict):
         """The AR loss on the source's answer to the prompt of ``item`` (``w_gt``; train_step asks on

@@ -104,7 +104,8 @@ def build_parser() -> Parser:
 def _campaign_args(g) -> None:
     g.add_argument("action", choices=["run", "status", "export", "guard", "score"], help="run: go on for --minutes; "
                    "status: where it stands; export: write --run's saved weights as an adapter folder (--out); guard: "
-                   "drop a student's degenerate answers from its shards collected before the collapse guard; score: a "
+                   "drop a student's degenerate answers from its shards collected before the collapse guard (kept as "
+                   "the negatives of recipe w_seq); score: a "
                    "kept point (--step) or an adapter (--adapter) on the --count held-out problems after the curve's, "
                    "or with --select on a selection set of GSM8K problems the run never trained on; batched "
                    "(minutes: tokens/step, accuracy, drift; appended to RUN/scores.jsonl)")

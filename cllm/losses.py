@@ -218,6 +218,42 @@ def unlikelihood(logits, targets: list[int], before: list[int]):
     return -(torch.log((1 - p).clamp(min=1e-5)) * cand).sum() / max(1, n)
 
 
+def repeat_positions(ids: list[int], n: int = 4) -> list[int]:
+    """The positions t of ``ids`` whose token ends an n-gram (``ids[t-n+1..t]``) that occurred earlier
+    in ``ids``: the tokens of a repetition, the candidates of sequence-level unlikelihood (Welleck et
+    al., 2019, section 5.2). The first occurrence of a repeated stretch is not among them.
+
+    >>> repeat_positions([1, 2, 3, 1, 2, 3, 1, 2, 9], n=2)
+    [4, 5, 6, 7]
+    """
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for t in range(n - 1, len(ids)):
+        g = tuple(ids[t - n + 1:t + 1])
+        if g in seen:
+            out.append(t)
+        seen.add(g)
+    return out
+
+
+def sequence_unlikelihood(model, prompt_ids: list[int], answer_ids: list[int], n: int = 4):
+    """Sequence-level unlikelihood of a degenerate answer (Welleck et al., 2019, eq. 7 with the
+    repeated-n-gram candidates): -log(1 - p(x_t)) averaged over ``repeat_positions``, p the model's
+    probability of the answer's own token after the prompt and the answer before it (the cheap
+    step: the prompt once without gradient). It lowers the probability of going on with the loop
+    where the loop goes on, the student's own loops as negatives. 0 (with a graph) where nothing
+    repeats."""
+    import torch
+
+    full = cached_block_logits(model, prompt_ids, [answer_ids])[0, :-1]
+    pos = repeat_positions(answer_ids, n)
+    if not pos:
+        return full.sum() * 0.0
+    rows = full[pos]
+    p = torch.softmax(rows, dim=-1).gather(1, torch.tensor([[answer_ids[t]] for t in pos], device=rows.device))
+    return -torch.log((1 - p).clamp(min=1e-5)).mean()
+
+
 def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4,
                        window: int = 0, pick: str = "random", w_ul: float = 0.0) -> dict[str, Any]:
     """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``

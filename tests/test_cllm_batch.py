@@ -85,6 +85,33 @@ def test_cached_block_logits_equal_the_full_sequence_ones():
     assert torch.allclose(cheap, full, atol=1e-5)
 
 
+def test_sequence_unlikelihood_is_the_full_sequences_on_the_repeated_tokens():
+    """-log(1 - p) of each token that ends a repeated 4-gram, p from one forward of prompt + answer;
+    its gradient lowers those probabilities; an answer without a repeat gives 0."""
+    from cllm.losses import repeat_positions, sequence_unlikelihood
+
+    lm = cllm_lm()
+    it = cllm_items(lm)[0]
+    prompt = it["prompt_ids"][:it["prompt_len"]]
+    answer = [5, 6, 7, 8, 9] * 3 + [10]
+    pos = repeat_positions(answer)
+    assert pos == list(range(8, 15))
+    with torch.no_grad():
+        got = sequence_unlikelihood(lm.model, prompt, answer)
+        logits = lm.model(input_ids=torch.tensor([prompt + answer])).logits[0, len(prompt) - 1:-1].float()
+        p = torch.softmax(logits, -1)[pos, [answer[t] for t in pos]]
+        assert torch.allclose(got, -torch.log(1 - p).mean(), atol=1e-5)
+        assert float(sequence_unlikelihood(lm.model, prompt, list(range(5, 15)))) == 0.0
+    params = [q for q in lm.model.parameters() if q.requires_grad]
+    loss = sequence_unlikelihood(lm.model, prompt, answer)
+    loss.backward()
+    with torch.no_grad():
+        for q in params:
+            q -= 0.5 * q.grad
+            q.grad = None
+        assert float(sequence_unlikelihood(lm.model, prompt, answer)) < float(loss)
+
+
 def test_cheap_step_gradient_equals_the_full_one_where_the_context_cannot_matter():
     """The cheap step's gradient skips the path through the context's keys and values. Parameters
     that do not feed any key or value (the last layer's q/o projections and MLP, the final norm)

@@ -516,6 +516,26 @@ def test_w_ul_recipe_adds_unlikelihood_to_each_step(camp):
     assert "ul" not in cp.Trainer(camp, lm).train_step()  # off by default
 
 
+def test_w_seq_recipe_adds_sequence_unlikelihood_on_the_negatives(camp):
+    """Recipe option w_seq: each step adds the sequence-level unlikelihood of one of the campaign's
+    negatives (cycled), inside its total; without negatives the recipe is refused, plainly."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    b = cp.use_recipe(camp, "run-seq", {"w_seq": 2.0})
+    with pytest.raises(UsageError, match="w_seq needs negatives"):
+        cp.Trainer(b, lm).train_step()
+    item = cp.read_shard(camp, 0)[0]
+    prompt = item["prompt_ids"][:item["prompt_len"]]
+    loop = lm.tokenizer("abc abc abc abc abc abc", add_special_tokens=False)["input_ids"]
+    cp.add_negatives(camp, [{"prompt_id": "x", "prompt_ids": prompt, "answer_ids": loop}])
+    t = cp.Trainer(cp.use_recipe(camp, "run-seq2", {"w_seq": 2.0}), lm)
+    rows = [t.train_step() for _ in range(2)]
+    assert all(math.isfinite(r["seq"]) and r["seq"] > 0 for r in rows)
+    for r in rows:
+        assert r["total"] == pytest.approx(r["consistency"] + b.settings.w_ar * r["ar"] + 2.0 * r["seq"], abs=1e-4)
+    assert "seq" not in cp.Trainer(camp, lm).train_step()  # off by default
+
+
 def test_w_gt_adds_the_ar_loss_on_the_sources_own_answers(camp, tmp_path):
     """Recipe option w_gt: the AR loss on the source's answers (GSM8K's solutions without their
     calculator annotations), on each prompt's first block; its value is the answer's teacher-forced
@@ -635,12 +655,19 @@ def test_a_student_taught_campaign_collects_the_students_own_trajectories(camp, 
     e2 = cp._collect_next(s2, tr, slm, lambda m: None, lambda: False)
     assert len(calls) == 3 and e2["dropped_degenerate"] == 1
     assert cp.read_shard(s2, 0) == [d for d in student if d["prompt_id"] != "2"]
+    first = lambda pid: next(d for d in student if d["prompt_id"] == pid and d["block"] == 0)
+    neg = lambda pid: {"prompt_id": pid, "prompt_ids": first(pid)["prompt_ids"][:first(pid)["prompt_len"]],
+                       "answer_ids": first(pid)["answer_ids"]}
+    assert cp.read_negatives(s2) == [neg("2")]  # the dropped loop, kept as a negative (recipe w_seq)
+    assert cp.read_negatives(s) == []
     # the same guard on a shard collected before it (the first campaign s): rewritten, counted, idempotent
     calls.clear()
     monkeypatch.setattr(ev, "degenerate", lambda ids: ids == student[-1]["answer_ids"])  # the 3rd prompt's
     assert cp.guard_shards(s) == 1
     (s.root / cp.MANIFEST).write_text((s.root / cp.MANIFEST).read_text() + " ")  # a mark a rewrite would remove
     assert cp.guard_shards(s) == 0 and (s.root / cp.MANIFEST).read_text().endswith(" ")  # nothing dropped: untouched
+    assert cp.read_negatives(s) == [neg("3")]
+    assert cp.add_negatives(s, [neg("3"), neg("1")]) == 1 and cp.read_negatives(s) == [neg("3"), neg("1")]  # once a prompt
     s = cp.open_campaign(str(s.root))
     assert cp.read_shard(s, 0) == [d for d in student if d["prompt_id"] != "3"]
     assert s.shards[0]["dropped_degenerate"] == 1 and s.shards[0]["items"] == len(cp.read_shard(s, 0))
