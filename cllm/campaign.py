@@ -330,15 +330,18 @@ def add_negatives(c: Campaign, rows: list[dict]) -> int:
     new = [r for r in rows if r["prompt_id"] not in ids and not ids.add(r["prompt_id"])]
     if new:
         c.root.mkdir(parents=True, exist_ok=True)
-        with open(c.root / NEGATIVES, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            gz.write("".join(json.dumps(r) + "\n" for r in have + new).encode("utf-8"))
+        _write_gz(c.root / NEGATIVES, [json.dumps(r) + "\n" for r in have + new])
     return len(new)
 
 
 def _write_shard(c: Campaign, k: int, lines: list[str]) -> Path:
     """Shard ``k``'s file from its JSON lines (deterministic gzip: the same lines, the same bytes)."""
     (c.root / SHARDS).mkdir(parents=True, exist_ok=True)
-    out = c.root / SHARDS / f"shard-{k:05d}.jsonl.gz"
+    return _write_gz(c.root / SHARDS / f"shard-{k:05d}.jsonl.gz", lines)
+
+
+def _write_gz(out: Path, lines: list[str]) -> Path:
+    """``lines`` gzipped to ``out`` deterministically (no time or name in the header: the same lines, the same bytes)."""
     with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
         gz.write("".join(lines).encode("utf-8"))
     return out
@@ -355,9 +358,10 @@ def guard_shards(c: Campaign) -> int:
         if e.get("teacher", "base") == "base":
             continue
         items = read_shard(c, k)
-        keep = [d for d in items if not degenerate(d["answer_ids"])]
+        loops = [degenerate(d["answer_ids"]) for d in items]
+        keep = [d for d, bad in zip(items, loops) if not bad]
         add_negatives(c, [{"prompt_id": d["prompt_id"], "prompt_ids": d["prompt_ids"][:d["prompt_len"]],
-                           "answer_ids": d["answer_ids"]} for d in items if d["block"] == 0 and degenerate(d["answer_ids"])])
+                           "answer_ids": d["answer_ids"]} for d, bad in zip(items, loops) if bad and d["block"] == 0])
         dropped = len({d["prompt_id"] for d in items} - {d["prompt_id"] for d in keep})
         if dropped:
             out = _write_shard(c, k, [json.dumps(d) + "\n" for d in keep])
