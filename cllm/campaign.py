@@ -97,6 +97,7 @@ class Settings:
     w_ul: float = 0.0  # > 0: also token-level unlikelihood of earlier answer tokens on each fixed point (against loops), this weight
     w_seq: float = 0.0  # > 0: also sequence-level unlikelihood on one of the campaign's negatives a step (the student's
     # own loop answers the collapse guard dropped: NEGATIVES), this weight
+    w_kl: float = 0.0  # > 0: also KL(base || student) on each fixed point's positions (the adapter off: the base), this weight
 
 
 TEACHERS = ("base", "student")
@@ -600,7 +601,8 @@ def _tuples(x):
 
 
 TRAIN_KEYS = ("lora_r", "lora_alpha", "lr", "warmup", "w_ar", "items_per_step", "states_per_item", "grad_clip", "seed",
-              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step", "w_ul", "w_seq")
+              "epochs", "decay_steps", "cons_window", "state_pick", "w_gt", "gt_per_step", "w_ul", "w_seq",
+              "w_kl")
 SHAPE_KEYS = ("lora_r", "lora_alpha")  # what a run started from another's weights (``start_from``) must share
 
 
@@ -793,12 +795,13 @@ class Trainer:
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         m = self.st.items_per_step
-        sums = {"consistency": 0.0, "ar": 0.0, "total": 0.0} | ({"ul": 0.0} if self.st.w_ul else {})
+        sums = ({"consistency": 0.0, "ar": 0.0, "total": 0.0} | ({"ul": 0.0} if self.st.w_ul else {})
+                | ({"kl": 0.0} if self.st.w_kl else {}))
         tokens, gt = 0, []
         for _ in range(m):
             item = self._take()
             losses = item_losses_cached(self.model, item, self.rng, self.st.w_ar, self.st.states_per_item,
-                                        self.st.cons_window, self.st.state_pick, self.st.w_ul)
+                                        self.st.cons_window, self.st.state_pick, self.st.w_ul, self.st.w_kl)
             if self.st.w_gt and not self.st.gt_per_step and item["block"] == 0:  # its answer, once per prompt and pass
                 loss = self._gt_loss(item)
                 losses["total"] = losses["total"] + self.st.w_gt * loss

@@ -255,7 +255,7 @@ def sequence_unlikelihood(model, prompt_ids: list[int], answer_ids: list[int], n
 
 
 def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0, states: int = 4,
-                       window: int = 0, pick: str = "random", w_ul: float = 0.0) -> dict[str, Any]:
+                       window: int = 0, pick: str = "random", w_ul: float = 0.0, w_kl: float = 0.0) -> dict[str, Any]:
     """The CLLM loss of one item with the cheap step: the fixed point and up to ``states``
     intermediate states (``pick_states``: drawn without replacement, or one per noise stratum) as
     rows over one cached context. The global consistency term is the mean over those states of
@@ -264,7 +264,8 @@ def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0
     each state's first wrong one (a recipe option, not the paper's: where a Jacobi iteration's
     accepted run is decided). ``w_ul`` > 0 adds ``unlikelihood`` on the fixed point's row (its clean
     context: the answer before the block and the block so far), this weight (a recipe option against
-    repetition loops)."""
+    repetition loops). ``w_kl`` > 0 adds ``base_kl`` on the fixed point's row, this weight (an anchor to
+    the base model's next-token distributions on the student's own text)."""
     import torch
     import torch.nn.functional as F
 
@@ -280,7 +281,27 @@ def item_losses_cached(model, item: dict, rng: random.Random, w_ar: float = 10.0
     if w_ul:
         out["ul"] = unlikelihood(full[0, :-1], fp, list(item["prompt_ids"][item["prompt_len"]:]))
         out["total"] = out["total"] + w_ul * out["ul"]
+    if w_kl:
+        out["kl"] = base_kl(model, item["prompt_ids"], fp, full[0, :-1])
+        out["total"] = out["total"] + w_kl * out["kl"]
     return out
+
+
+def base_kl(model, prefix: list[int], block: list[int], student_logits):
+    """KL(base || student) per position, averaged over ``block``'s positions: the base is ``model`` with
+    its adapter switched off (no gradient), fed ``prefix`` + ``block`` with the cheap step as the
+    student was; ``student_logits[t]`` predicts ``block[t]``. On-policy distillation from the base
+    (Agarwal et al., 2024, "On-policy distillation of language models"): on the student's own answers,
+    where its drift shows, it keeps each next-token distribution near the base's, which the AR loss on
+    the student's own greedy answers does not (that one sharpens the student toward itself)."""
+    import torch
+
+    off = getattr(model, "disable_adapter", None)
+    if not callable(off):
+        raise TypeError("base_kl needs a model whose adapter can be switched off (a peft model)")
+    with torch.no_grad(), off():
+        base = cached_block_logits(model, prefix, [block])[0, :-1]
+    return kl_from(base, student_logits, 0)
 
 
 def answer_ar_loss(model, prompt_ids: list[int], answer_ids: list[int]):

@@ -112,6 +112,46 @@ def test_sequence_unlikelihood_is_the_full_sequences_on_the_repeated_tokens():
         assert float(sequence_unlikelihood(lm.model, prompt, answer)) < float(loss)
 
 
+def test_base_kl_is_the_full_sequences_kl_to_the_model_with_its_adapter_off():
+    """w_kl's term: KL(base || student) averaged over the block's positions, the base the same peft
+    model with its adapter off, as one full forward of each computes it; 0 while the adapter is the
+    identity; its gradient moves the student back toward the base; a model without an adapter is
+    refused plainly."""
+    from cllm.losses import base_kl, cached_block_logits
+    from cllm.train import add_lora
+
+    lm = cllm_lm()
+    it = cllm_items(lm)[1]
+    prefix, block = it["prompt_ids"], it["fixed_point"]
+    with pytest.raises(TypeError, match="adapter"):
+        base_kl(lm.model, prefix, block, torch.zeros(len(block), 64))
+    torch.manual_seed(0)
+    model = add_lora(lm.model, r=4, alpha=8)
+    with torch.no_grad():
+        zero = base_kl(model, prefix, block, cached_block_logits(model, prefix, [block])[0, :-1])
+        assert abs(float(zero)) < 1e-6  # LoRA starts at the identity (B = 0)
+        for name, q in model.named_parameters():
+            if "lora_B" in name:
+                q.normal_(0, 0.3)
+    ids = torch.tensor([prefix + block])
+    with torch.no_grad():
+        student = model(input_ids=ids).logits[0, len(prefix) - 1:-1].float()
+        with model.disable_adapter():
+            base = model(input_ids=ids).logits[0, len(prefix) - 1:-1].float()
+        t, s = torch.log_softmax(base, -1), torch.log_softmax(student, -1)
+        want = (t.exp() * (t - s)).sum(-1).mean()
+    assert float(want) > 1e-3
+    logits = cached_block_logits(model, prefix, [block])[0, :-1]
+    got = base_kl(model, prefix, block, logits)
+    assert torch.allclose(got, want, atol=1e-5)
+    got.backward()
+    with torch.no_grad():
+        for q in model.parameters():
+            if q.grad is not None:
+                q -= 0.05 * q.grad
+        assert float(base_kl(model, prefix, block, cached_block_logits(model, prefix, [block])[0, :-1])) < float(got)
+
+
 def test_cheap_step_gradient_equals_the_full_one_where_the_context_cannot_matter():
     """The cheap step's gradient skips the path through the context's keys and values. Parameters
     that do not feed any key or value (the last layer's q/o projections and MLP, the final norm)

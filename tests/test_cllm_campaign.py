@@ -536,6 +536,21 @@ def test_w_seq_recipe_adds_sequence_unlikelihood_on_the_negatives(camp):
     assert "seq" not in cp.Trainer(camp, lm).train_step()  # off by default
 
 
+def test_w_kl_recipe_adds_the_kl_to_the_base_inside_the_total(camp):
+    """Recipe option w_kl: each item's loss also holds KL(base || student) on its fixed point, this
+    weight, in the step's total; it is 0 at the first step (the adapter starts at the identity) and
+    grows as training moves the student; off by default."""
+    lm = _lm()
+    cp.collect_shard(camp, lm, say=lambda m: None)
+    t = cp.Trainer(cp.use_recipe(camp, "run-kl", {"w_kl": 3.0, "lr": 0.01}), lm)
+    rows = [t.train_step() for _ in range(4)]
+    assert abs(rows[0]["kl"]) < 1e-6 and rows[-1]["kl"] > 1e-6
+    w_ar = t.st.w_ar
+    for r in rows:
+        assert r["total"] == pytest.approx(r["consistency"] + w_ar * r["ar"] + 3.0 * r["kl"], abs=1e-4)
+    assert "kl" not in cp.Trainer(camp, lm).train_step()
+
+
 def test_w_gt_adds_the_ar_loss_on_the_sources_own_answers(camp, tmp_path):
     """Recipe option w_gt: the AR loss on the source's answers (GSM8K's solutions without their
     calculator annotations), on each prompt's first block; its value is the answer's teacher-forced
