@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 import torch
 
+from .paths import cpu_name
+
 SOURCE = Path(__file__).parent / "csrc" / "fewrows.cpp"
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fopenmp")
 NAMESPACE = "pdl_fewrows"
@@ -45,18 +47,10 @@ class FewRowsError(RuntimeError):
     """The kernel could not be built or loaded here."""
 
 
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), platform.machine())
-    except OSError:
-        return platform.processor() or platform.machine()
-
-
 def build_key(flags: tuple[str, ...] = FLAGS, namespace: str = NAMESPACE) -> str:
     """What a built library depends on: the source, the flags, the namespace, this CPU and torch."""
     h = hashlib.sha256(SOURCE.read_bytes())
-    h.update("|".join((*flags, namespace, _cpu(), torch.__version__, platform.python_version())).encode())
+    h.update("|".join((*flags, namespace, cpu_name(), torch.__version__, platform.python_version())).encode())
     return h.hexdigest()[:16]
 
 

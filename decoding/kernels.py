@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 import types
 from pathlib import Path
@@ -45,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from .fewrows import MAX_ROWS as FEW_ROWS
+from .paths import cpu_name
 
 MAX_ROWS = 32
 KERNELS = ("auto", "fewrows", "onednn", "skinny", "stock")
@@ -266,12 +266,7 @@ def choice_file() -> Path:
 
 def machine_key(model) -> str:
     """What a kernel choice depends on: the CPU, its threads, torch, the dtype and the largest weight's shape."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = cpu_name()
     big = max((m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.weight.numel())
     return (f"{cpu} | {torch.get_num_threads()} threads | torch {torch.__version__} | {big.weight.dtype} "
             f"{tuple(big.weight.shape)} | {','.join(KERNELS[1:])}")  # a new kernel: choices made without it measured again

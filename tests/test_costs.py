@@ -219,3 +219,71 @@ def test_a_curve_keeps_its_ratios_when_the_machine_slows_down_midway(monkeypatch
         h.remove()
     want = [(0.010 + 0.002 * k) / 0.012 for k in (1, 2, 4, 8)]
     assert c.relative() == pytest.approx(want, rel=1e-9)
+
+
+def _shipped_for(lm, folder, cpu):
+    """A shipped-curve file for ``lm`` measured on ``cpu``: steep where a real one would be flat."""
+    c = CostCurve(lm.model_id, str(lm.device), str(lm.dtype), 2, 16, [1, 2, 4, 8], [0.01, 0.05, 0.1, 0.2], cpu=cpu)
+    path = folder / "cost_curve_cpu-test.json"
+    c.save(path)
+    return path
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_shipped_curve_from_another_cpu_is_measured_over_at_first_use(tmp_path, monkeypatch, quiet):
+    """Issue 21: a curve shipped from another CPU model is not the budgets' prior; a short curve
+    measured here is, kept in the cache folder when the machine was quiet, else for this process."""
+    import decoding.kernels as kernels
+    import decoding.perf.costs as costs
+    import decoding.perf.measure as measure
+    from decoding.budget import interpolate
+    from tiny import tiny_lm
+
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PDL_MEASURE_CURVE", raising=False)
+    monkeypatch.setattr(costs, "_MEASURED_HERE", {})
+    monkeypatch.setattr(kernels, "_quiet", lambda: quiet)
+    lm = tiny_lm("llama", 0)
+    monkeypatch.setattr(costs, "SHIPPED_CURVES", [_shipped_for(lm, tmp_path, "Some Other CPU 9000")])
+    calls = []
+
+    def measured(model, **kw):  # what measure_curve returns here (timings of a tiny model are noise)
+        calls.append(kw)
+        return CostCurve(model.model_id, "cpu", "float32", costs._threads(), 256, list(kw["ks"]),
+                         [0.01 * (1 + 0.1 * k) for k in kw["ks"]], cpu="This CPU")
+
+    monkeypatch.setattr(measure, "measure_curve", measured)
+    first = costs.step_costs_for(lm)
+    assert len(calls) == 1 and calls[0]["ks"] == costs.SHORT_KS and calls[0]["ar_tokens"] == 0
+    assert "at first use" in first.source and "another CPU's" in first.source
+    assert first.prior(2) == pytest.approx(1.2 / 1.1)  # the measured curve, not the shipped one's 5x
+    kept = costs.cached_curve(lm.model_id, "cpu", "float32", None, "stock")
+    if quiet:
+        assert kept is not None and kept.ks == list(costs.SHORT_KS) and kept.cpu
+        assert first.prior(3) == pytest.approx(interpolate(kept.ks, kept.relative())(3))
+    else:
+        assert not (tmp_path / "cache" / "costs").exists()  # under load: not kept
+    again = costs.step_costs_for(lm)
+    assert len(calls) == 1  # from the cache folder, or this process's first-use curve
+    assert again.prior(3) == pytest.approx(first.prior(3))
+
+
+def test_a_shipped_curve_of_this_cpu_or_a_refusal_to_measure_keeps_the_shipped_curve(tmp_path, monkeypatch):
+    import decoding.perf.costs as costs
+    import decoding.perf.measure as measure
+    from decoding.paths import cpu_name
+    from tiny import tiny_lm
+
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(costs, "_MEASURED_HERE", {})
+    monkeypatch.setattr(measure, "measure_curve", lambda *a, **kw: pytest.fail("measured"))
+    lm = tiny_lm("llama", 0)
+    monkeypatch.setattr(costs, "SHIPPED_CURVES", [_shipped_for(lm, tmp_path, cpu_name())])
+    here = costs.step_costs_for(lm)
+    assert "shipped (cost_curve_cpu-test.json, this CPU model)" in here.source and here.prior(2) == pytest.approx(5.0)
+    monkeypatch.setattr(costs, "SHIPPED_CURVES", [_shipped_for(lm, tmp_path, "Some Other CPU 9000")])
+    monkeypatch.setenv("PDL_MEASURE_CURVE", "0")
+    told = costs.step_costs_for(lm)
+    assert "measured on Some Other CPU 9000" in told.source and told.prior(4) == pytest.approx(10.0)
+    monkeypatch.delenv("PDL_MEASURE_CURVE")
+    assert "measured on Some Other CPU 9000" in costs.step_costs_for(lm, measure=False).source

@@ -48,6 +48,7 @@ class CostCurve:
     load_avg: float | None = None  # the machine's 1-minute load average after measuring (busy: noisy curve)
     version: int = CURVE_VERSION
     kernel: str = "stock"  # the linear layers' kernel the model ran with (decoding.kernels)
+    cpu: str = ""  # the CPU's model name where measured (decoding.paths.cpu_name; "": not recorded)
 
     def relative(self) -> list[float]:
         """c(k) / c(1) at each measured k."""
@@ -200,18 +201,36 @@ def curve_kernel(lm) -> str:
     return kernel + "+compiled" if getattr(lm, "step", "eager") == "compiled" else kernel
 
 
-def step_costs_for(lm, threads: int | None = None) -> StepCosts:
-    """The cost-aware budget's step costs (decoding.budget.StepCosts) for a loaded model: the prior is
-    the curve measured on this machine for this model/device/dtype/thread count (the cache folder),
-    else a shipped curve of the same model/device/dtype, else the generic one of the device type;
-    then calibrated online by the run."""
+SHORT_KS = (1, 2, 3, 4, 6, 8, 12, 16)  # where the budgets live: a first-use curve's sizes (a few seconds)
+_MEASURED_HERE: dict[str, CostCurve] = {}  # first-use curves measured under load: this process only
+
+
+def step_costs_for(lm, threads: int | None = None, measure: bool | None = None) -> StepCosts:
+    """The cost-aware budget's step costs (decoding.budget.StepCosts) for a loaded model, calibrated
+    online by the run. The prior: the curve measured on this machine for this model/device/dtype/
+    thread count/kernel (the cache folder); else a shipped curve of the same model/device/dtype/kernel
+    if it was measured on this CPU model; else, where a shipped curve exists but comes from another
+    CPU, a short curve measured now (``first_use_curve``: a few seconds, once per machine) — CPUs
+    differ most where the budgets decide (the few-row kernel's 8-token step is 1.28 AR steps on the
+    Xeon that measured the shipped curve, 2.36 on a 2-core AMD EPYC without AVX-512), and the online
+    calibration corrects the curve's level, not its shape; else the generic curve of the device type.
+    ``measure``: False never measures (the shipped curve, said to be another CPU's, stays the prior);
+    None measures unless PDL_MEASURE_CURVE=0."""
+    from ..paths import cpu_name
+
     device, dtype, kernel = str(lm.device), str(lm.dtype), curve_kernel(lm)
     curve = cached_curve(lm.model_id, device, dtype, threads, kernel)
     source = "measured on this machine"
+    if curve is None and threads is None:
+        curve = _MEASURED_HERE.get(curve_key(lm.model_id, device, dtype, _threads(), kernel))
+        source = "measured on this machine at first use (under load: not kept)"
     if curve is None:
         got = shipped_curve(SHIPPED_CURVES, lm.model_id, device, dtype, kernel)
-        if got:
-            curve, source = got[0], f"shipped ({got[1].name})"
+        if got and got[0].cpu != cpu_name() and threads is None and _may_measure(lm, measure):
+            curve, kept = first_use_curve(lm)
+            source = f"measured on this machine at first use ({'kept' if kept else 'under load: not kept'}; the shipped curve is another CPU's)"
+        elif got:
+            curve, source = got[0], f"shipped ({got[1].name}, {'this CPU model' if got[0].cpu == cpu_name() else 'measured on ' + (got[0].cpu or 'another CPU')})"
     if curve is None:
         kind = device.split(":")[0]
         prior, source = generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve"
@@ -222,3 +241,42 @@ def step_costs_for(lm, threads: int | None = None) -> StepCosts:
 
         prior, source = padded(prior, FED_SIZES), source + ", padded to the compiled sizes"
     return StepCosts(prior, source)
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _may_measure(lm, measure: bool | None) -> bool:
+    """Whether ``step_costs_for`` may time forwards of this model now: asked to, or not told not to
+    (PDL_MEASURE_CURVE=0), on a CPU and not split over devices (a curve of one device)."""
+    if measure is None:
+        measure = os.environ.get("PDL_MEASURE_CURVE", "1") != "0"
+    return bool(measure) and str(lm.device).split(":")[0] == "cpu" and not getattr(lm, "device_map", None)
+
+
+def first_use_curve(lm, progress=None) -> tuple[CostCurve, bool]:
+    """A short step-cost curve of ``lm`` measured now (``SHORT_KS``, 3 rounds, no AR decode), and
+    whether it was kept in the cache folder: kept where the machine was quiet enough for it to
+    stand (decoding.kernels' rule for its choice), else held for this process only and measured
+    again by the next one."""
+    from ..kernels import _quiet
+    from .measure import measure_curve
+
+    ks = SHORT_KS
+    if getattr(lm, "compiled", None) is not None:  # the compiled step pads to its sizes: time those only
+        from ..compiled import FED_SIZES
+
+        ks = tuple(k for k in SHORT_KS if k in FED_SIZES)
+    curve = measure_curve(lm, ks=ks, repeats=3, progress=progress, ar_tokens=0)
+    kept = _quiet()
+    if kept:
+        try:
+            curve.save(curve_path(curve.model_id, curve.device, curve.dtype, curve.threads, curve.kernel))
+        except OSError:
+            kept = False  # a read-only cache folder
+    if not kept:
+        _MEASURED_HERE[curve.key()] = curve
+    return curve, kept

@@ -22,6 +22,8 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
     then a short AR decode for the share of an AR step spent outside the forward."""
     import torch
 
+    from ..paths import cpu_name
+
     ks = sorted({int(k) for k in ks} | {1})
     model = lm.model
     limit = getattr(model.config, "max_position_embeddings", None) or 10**9
@@ -45,7 +47,7 @@ def measure_curve(lm, ks=DEFAULT_KS, context: int = DEFAULT_CONTEXT, repeats: in
                      repeats=repeats,
                      ar_overhead=ar_overhead, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                      load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                     kernel=curve_kernel(lm))
+                     kernel=curve_kernel(lm), cpu=cpu_name())
 
 
 def _time_forwards(model, ids, context: int, ks: list[int], rounds: int, say, compiled=None) -> tuple[dict, dict]:
