@@ -287,3 +287,10 @@ def test_a_shipped_curve_of_this_cpu_or_a_refusal_to_measure_keeps_the_shipped_c
     assert "measured on Some Other CPU 9000" in told.source and told.prior(4) == pytest.approx(10.0)
     monkeypatch.delenv("PDL_MEASURE_CURVE")
     assert "measured on Some Other CPU 9000" in costs.step_costs_for(lm, measure=False).source
+
+    def busy(*a, **kw):
+        raise RuntimeError("the compiled step's cache is busy or too short for this curve")
+
+    monkeypatch.setattr(measure, "measure_curve", busy)  # a concurrent run holds the cache: the decode goes on
+    held = costs.step_costs_for(lm)
+    assert "not measured here: the compiled step's cache is busy" in held.source and held.prior(4) == pytest.approx(10.0)

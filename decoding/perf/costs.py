@@ -226,11 +226,16 @@ def step_costs_for(lm, threads: int | None = None, measure: bool | None = None) 
         source = "measured on this machine at first use (under load: not kept)"
     if curve is None:
         got = shipped_curve(SHIPPED_CURVES, lm.model_id, device, dtype, kernel)
+        why = ""
         if got and got[0].cpu != cpu_name() and threads is None and _may_measure(lm, measure):
-            curve, kept = first_use_curve(lm)
-            source = f"measured on this machine at first use ({'kept' if kept else 'under load: not kept'}; the shipped curve is another CPU's)"
-        elif got:
-            curve, source = got[0], f"shipped ({got[1].name}, {'this CPU model' if got[0].cpu == cpu_name() else 'measured on ' + (got[0].cpu or 'another CPU')})"
+            try:
+                curve, kept = first_use_curve(lm)
+                source = f"measured on this machine at first use ({'kept' if kept else 'under load: not kept'}; the shipped curve is another CPU's)"
+            except RuntimeError as e:  # e.g. the compiled step's cache held by a concurrent run
+                why = f"; not measured here: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        if curve is None and got:
+            here = "this CPU model" if got[0].cpu == cpu_name() else "measured on " + (got[0].cpu or "another CPU")
+            curve, source = got[0], f"shipped ({got[1].name}, {here}{why})"
     if curve is None:
         kind = device.split(":")[0]
         prior, source = generic_prior(kind), f"generic {kind if kind == 'cpu' else 'accelerator'} curve"
