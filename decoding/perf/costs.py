@@ -5,7 +5,9 @@ about c(k) one-token forwards, and c depends on the device (a 2-core CPU: c(32) 
 c(32) ~ 1). A CostCurve holds the measured seconds of such forwards (perf/measure.py measures
 them); the speedup account of a run weighs its tokens per step against them (perf/account.py).
 
-Plain Python: no torch (but for the thread count of ``cached_curve``), no Streamlit or Plotly.
+Plain Python: no torch (but for the thread count of ``cached_curve`` and the first-use curve that
+``step_costs_for`` has perf/measure.py time; that edge closes loop -> costs -> measure -> loop, listed as
+pending in tests/test_layout.py), no Streamlit or Plotly.
 """
 
 from __future__ import annotations
