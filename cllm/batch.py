@@ -133,7 +133,7 @@ class BatchedJacobi:
         self.device = lm.model.device
         self.dtype = next(lm.model.parameters()).dtype
         self.torch = torch
-        from decoding.loop import cache_kw
+        from decoding.model import cache_kw
 
         self.kw = cache_kw(type(lm.model))
         self.cache = None

@@ -122,7 +122,7 @@ def prefix_cache(model, prefix: list[int]):
     import torch
     from transformers import DynamicCache
 
-    from decoding.loop import cache_kw
+    from decoding.model import cache_kw
 
     cache = DynamicCache(config=model.config)
     if prefix:
@@ -145,7 +145,7 @@ def cached_block_logits(model, prefix: list[int], rows: list[list[int]]):
     through the block's positions only (not through the context's keys and values)."""
     import torch
 
-    from decoding.loop import cache_kw
+    from decoding.model import cache_kw
 
     cache = prefix_cache(model, prefix[:-1])
     R, past = len(rows), len(prefix) - 1

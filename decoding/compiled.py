@@ -157,7 +157,7 @@ class CompiledStep:
 
     def acquire(self, need: int, cache_kw: str = "past_key_values"):
         """A reset static cache for a run that needs ``need`` positions, or None (run eagerly);
-        ``cache_kw``: the model forward's name for its cache (decoding.loop.cache_kw)."""
+        ``cache_kw``: the model forward's name for its cache (decoding.model.cache_kw)."""
         from transformers import StaticCache
 
         self.cache_kw = cache_kw

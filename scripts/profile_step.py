@@ -22,7 +22,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from decoding.loop import cache_kw
+from decoding.model import cache_kw
 from decoding.kernels import KERNELS, weight_read_seconds
 from decoding.model import load_model
 

@@ -199,7 +199,7 @@ def test_a_curve_keeps_its_ratios_when_the_machine_slows_down_midway(monkeypatch
     ratios: a machine that runs 3x slower for the second half of the measurement (a neighbour's
     burst) bends no point of the curve; medians of raw times would (the k measured in the slow half
     dearer, the k=1 point a mix)."""
-    from decoding.perf import measure
+    from decoding.perf import measure, timing
     from tiny import tiny_lm
 
     lm = tiny_lm("llama", 0)
@@ -212,7 +212,7 @@ def test_a_curve_keeps_its_ratios_when_the_machine_slows_down_midway(monkeypatch
         clock["t"] += (0.010 + 0.002 * k) * (3.0 if clock["calls"] > total // 2 else 1.0)
 
     h = lm.model.register_forward_pre_hook(cost, with_kwargs=True)
-    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock["t"])
     try:
         c = measure.measure_curve(lm, ks=(2, 4, 8), context=8, repeats=6, ar_tokens=0)
     finally:
@@ -235,7 +235,7 @@ def test_a_shipped_curve_from_another_cpu_is_measured_over_at_first_use(tmp_path
     measured here is, kept in the cache folder when the machine was quiet, else for this process."""
     import decoding.kernels as kernels
     import decoding.perf.costs as costs
-    import decoding.perf.measure as measure
+    import decoding.perf.timing as timing
     from decoding.budget import interpolate
     from tiny import tiny_lm
 
@@ -247,14 +247,13 @@ def test_a_shipped_curve_from_another_cpu_is_measured_over_at_first_use(tmp_path
     monkeypatch.setattr(costs, "SHIPPED_CURVES", [_shipped_for(lm, tmp_path, "Some Other CPU 9000")])
     calls = []
 
-    def measured(model, **kw):  # what measure_curve returns here (timings of a tiny model are noise)
-        calls.append(kw)
-        return CostCurve(model.model_id, "cpu", "float32", costs._threads(), 256, list(kw["ks"]),
-                         [0.01 * (1 + 0.1 * k) for k in kw["ks"]], cpu="This CPU")
+    def measured(model, ks, context, repeats, say=None, share=1.0):  # timings of a tiny model are noise
+        calls.append((tuple(ks), repeats))
+        return context, list(ks), [0.01 * (1 + 0.1 * k) for k in ks]
 
-    monkeypatch.setattr(measure, "measure_curve", measured)
+    monkeypatch.setattr(timing, "forward_seconds", measured)
     first = costs.step_costs_for(lm)
-    assert len(calls) == 1 and calls[0]["ks"] == costs.SHORT_KS and calls[0]["ar_tokens"] == 0
+    assert calls == [(costs.SHORT_KS, costs.FIRST_USE_REPEATS)]
     assert "at first use" in first.source and "another CPU's" in first.source
     assert first.prior(2) == pytest.approx(1.2 / 1.1)  # the measured curve, not the shipped one's 5x
     kept = costs.cached_curve(lm.model_id, "cpu", "float32", None, "stock")
@@ -270,13 +269,13 @@ def test_a_shipped_curve_from_another_cpu_is_measured_over_at_first_use(tmp_path
 
 def test_a_shipped_curve_of_this_cpu_or_a_refusal_to_measure_keeps_the_shipped_curve(tmp_path, monkeypatch):
     import decoding.perf.costs as costs
-    import decoding.perf.measure as measure
+    import decoding.perf.timing as timing
     from decoding.paths import cpu_name
     from tiny import tiny_lm
 
     monkeypatch.setenv("PDL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(costs, "_MEASURED_HERE", {})
-    monkeypatch.setattr(measure, "measure_curve", lambda *a, **kw: pytest.fail("measured"))
+    monkeypatch.setattr(timing, "forward_seconds", lambda *a, **kw: pytest.fail("measured"))
     lm = tiny_lm("llama", 0)
     monkeypatch.setattr(costs, "SHIPPED_CURVES", [_shipped_for(lm, tmp_path, cpu_name())])
     here = costs.step_costs_for(lm)
@@ -291,6 +290,6 @@ def test_a_shipped_curve_of_this_cpu_or_a_refusal_to_measure_keeps_the_shipped_c
     def busy(*a, **kw):
         raise RuntimeError("the compiled step's cache is busy or too short for this curve")
 
-    monkeypatch.setattr(measure, "measure_curve", busy)  # a concurrent run holds the cache: the decode goes on
+    monkeypatch.setattr(timing, "forward_seconds", busy)  # a concurrent run holds the cache: the decode goes on
     held = costs.step_costs_for(lm)
     assert "not measured here: the compiled step's cache is busy" in held.source and held.prior(4) == pytest.approx(10.0)

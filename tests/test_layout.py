@@ -21,9 +21,7 @@ MAX_LINES = 60  # of one function, its docstring included
 # Known cycles to be removed (none now: trace.py reads the method registry, and the methods import
 # decoding/records.py, not trace.py). The test fails on any cycle not listed here, and on an edge
 # listed here that no longer exists.
-# pending: perf.costs measures a first-use curve through perf.measure, which imports loop (cache_kw, decode),
-# which imports perf.costs; to strike: cache_kw and the AR-overhead decode out of measure's reach of loop
-PENDING_EDGES: set = {("decoding.perf.costs", "decoding.perf.measure")}
+PENDING_EDGES: set = set()
 PENDING_LONG: set = set()
 LENGTH_CHECKED = ("decoding", "cllm", "viz")
 

@@ -6,7 +6,7 @@ import torch
 
 from decoding.methods.lookahead_mask import (BLOCKED, SEES, blocked_rule, lookahead_allowed, lookahead_layout, mask_4d,
                                               rule, why)
-from decoding.loop import cache_kw
+from decoding.model import cache_kw
 from tiny import tiny_lm
 
 

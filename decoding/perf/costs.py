@@ -6,8 +6,8 @@ c(32) ~ 1). A CostCurve holds the measured seconds of such forwards (perf/measur
 them); the speedup account of a run weighs its tokens per step against them (perf/account.py).
 
 Plain Python: no torch (but for the thread count of ``cached_curve`` and the first-use curve that
-``step_costs_for`` has perf/measure.py time; that edge closes loop -> costs -> measure -> loop, listed as
-pending in tests/test_layout.py), no Streamlit or Plotly.
+``step_costs_for`` has perf/timing.py time, which knows neither the loop nor this module), no
+Streamlit or Plotly.
 """
 
 from __future__ import annotations
@@ -204,7 +204,23 @@ def curve_kernel(lm) -> str:
 
 
 SHORT_KS = (1, 2, 3, 4, 6, 8, 12, 16)  # where the budgets live: a first-use curve's sizes (a few seconds)
+FIRST_USE_REPEATS = 3
 _MEASURED_HERE: dict[str, CostCurve] = {}  # first-use curves measured under load: this process only
+
+
+def curve_of(lm, context: int, ks: list[int], seconds: list[float], repeats: int,
+             ar_overhead: float | None = None) -> CostCurve:
+    """The CostCurve of forwards just timed on ``lm`` (decoding.perf.timing.forward_seconds), stamped
+    with the time, the load and the machine."""
+    import time
+
+    from ..paths import cpu_name
+
+    return CostCurve(model_id=lm.model_id, device=str(lm.device), dtype=str(lm.dtype), threads=_threads(),
+                     context=context, ks=list(ks), seconds=list(seconds), repeats=repeats, ar_overhead=ar_overhead,
+                     measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     load_avg=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                     kernel=curve_kernel(lm), cpu=cpu_name())
 
 
 def step_costs_for(lm, threads: int | None = None, measure: bool | None = None) -> StepCosts:
@@ -270,14 +286,14 @@ def first_use_curve(lm, progress=None) -> tuple[CostCurve, bool]:
     stand (decoding.kernels' rule for its choice), else held for this process only and measured
     again by the next one."""
     from ..kernels import _quiet
-    from .measure import measure_curve
+    from .timing import forward_seconds
 
     ks = SHORT_KS
     if getattr(lm, "compiled", None) is not None:  # the compiled step pads to its sizes: time those only
         from ..compiled import FED_SIZES
 
         ks = tuple(k for k in SHORT_KS if k in FED_SIZES)
-    curve = measure_curve(lm, ks=ks, repeats=3, progress=progress, ar_tokens=0)
+    curve = curve_of(lm, *forward_seconds(lm, ks, DEFAULT_CONTEXT, FIRST_USE_REPEATS, progress), FIRST_USE_REPEATS)
     kept = _quiet()
     if kept:
         try:
