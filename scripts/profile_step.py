@@ -22,9 +22,8 @@ import time
 import torch
 from transformers import DynamicCache
 
-from decoding.model import cache_kw
 from decoding.kernels import KERNELS, weight_read_seconds
-from decoding.model import load_model
+from decoding.model import cache_kw, load_model
 
 # operator name (substring, lower case) -> group; the first match wins
 GROUPS = (
