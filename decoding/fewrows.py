@@ -72,7 +72,7 @@ def _build(flags: tuple[str, ...], namespace: str, progress: Callable[[str], Non
     ops = getattr(torch.ops, namespace)
 
     @torch.library.register_fake(f"{namespace}::linear")
-    def _(x, packed, bias, n):
+    def _(x, packed, bias, n, rows=0):
         return x.new_empty((x.shape[0], n))
 
     return ops
@@ -80,7 +80,7 @@ def _build(flags: tuple[str, ...], namespace: str, progress: Callable[[str], Non
 
 def ops(progress: Callable[[str], None] | None = None, flags: tuple[str, ...] = FLAGS,
         namespace: str = NAMESPACE):
-    """The kernel's ops (``pack(weight)``, ``linear(x, packed, bias, n)``, ``panel_width()``),
+    """The kernel's ops (``pack(weight)``, ``linear(x, packed, bias, n, rows=0)``, ``panel_width()``),
     built or loaded on first use; None where that failed (``why()`` says why; not tried again in
     this process). ``flags``/``namespace``: another build of the same source (tests build one
     without AVX-512 under its own namespace)."""

@@ -40,6 +40,9 @@ def _products_and_rows(ops, N: int, K: int, bias: bool):
         torch.testing.assert_close(y, F.linear(x, w, b), rtol=1e-5, atol=1e-4)
         for r in range(rows):  # row invariance: each row alone gives the same bits
             assert torch.equal(ops.linear(x[r:r + 1], packed, b, N)[0], y[r]), (rows, r)
+        for more in {rows + 1, rows + 3, 2 * rows} - {rows}:  # computed as more rows (kernels.row_plan): the same bits
+            padded = ops.linear(x, packed, b, N, more)
+            assert padded.shape == (rows, N) and torch.equal(padded, y), (rows, more)
 
 
 @needs_fewrows
@@ -84,6 +87,34 @@ def test_the_fewrows_forward_and_its_fallbacks():
     with torch.inference_mode():
         x = torch.randn(3, 48)
         torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-4)
+
+
+def test_the_row_plan_computes_a_count_as_the_faster_larger_one():
+    """kernels.plan_from_times: r rows computed as the count r' >= r that measures fastest, if by
+    PLAN_GAIN (the AMD EPYC's AVX2 sweeps: 2 and 3 rows slower than 4, 7 slower than 8)."""
+    amd = [0, 19.3, 25.4, 26.0, 21.5, 24.2, 27.9, 43.8, 38.3]
+    assert kernels.plan_from_times(amd) == [0, 1, 4, 4, 4, 5, 6, 8, 8]
+    assert kernels.plan_from_times([0, 21.5, 22.7, 24.0, 25.4, 27.0]) == [0, 1, 2, 3, 4, 5]  # rising: none
+    assert kernels.plan_from_times([0, 10.0, 10.2, 9.9]) == [0, 1, 2, 3]  # within the margin: none
+
+
+@needs_fewrows
+def test_a_row_plan_is_kept_per_machine_and_changes_no_bit(tmp_path, monkeypatch):
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_quiet", lambda: True)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(48, 80)
+    model = torch.nn.Sequential(lin)
+    assert use_skinny(model, "fewrows") == "fewrows"
+    assert len(lin._row_plan) == kernels.PLAN_ROWS + 1 and all(q >= r for r, q in enumerate(lin._row_plan))
+    monkeypatch.setattr(kernels, "_median_seconds", lambda fn, repeats: pytest.fail("measured again"))
+    assert kernels.row_plan(model) == lin._row_plan  # kept in the cache folder
+    with torch.inference_mode():
+        x = torch.randn(1, 5, 48)
+        lin._row_plan = list(range(kernels.PLAN_ROWS + 1))
+        plain = lin(x)
+        lin._row_plan = [min(r + 3, kernels.PLAN_ROWS) for r in range(kernels.PLAN_ROWS + 1)]
+        assert torch.equal(lin(x), plain)
 
 
 def test_a_kernel_that_cannot_build_leaves_the_stock_one(monkeypatch):

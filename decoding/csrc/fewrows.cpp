@@ -145,15 +145,24 @@ static void dispatch(int64_t m, const float* x, int64_t K, const float* wp, cons
   rows_pass<M>(x, K, wp, bias, y, N, B);
 }
 
-// x [R, K] @ W.T (+ bias) -> [R, N], W given as its panels.
+// x [R, K] @ W.T (+ bias) -> [R, N], W given as its panels. ``rows`` > R: computed as that many
+// rows, the extra ones zero (where a machine sweeps a few more rows faster than these: on a 2-core AMD
+// EPYC with AVX2, 2- and 3-row sweeps take longer than 4-row ones; decoding/kernels.py measures it).
+// Each real row's result is the same either way (row invariance).
 static torch::Tensor linear(const torch::Tensor& x_, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias_,
-                            int64_t N) {
+                            int64_t N, int64_t rows) {
   TORCH_CHECK(x_.dim() == 2 && x_.scalar_type() == torch::kFloat32 && x_.device().is_cpu(),
               "fewrows.linear: a 2-d float32 CPU input");
   TORCH_CHECK(packed.dim() == 3 && packed.size(2) == PANEL && packed.size(1) == x_.size(1) &&
                   packed.size(0) == (N + PANEL - 1) / PANEL && packed.is_contiguous(),
               "fewrows.linear: the panels do not fit the input or N");
+  const int64_t R0 = x_.size(0);
   auto x = x_.contiguous();
+  if (rows > R0) {
+    auto padded = torch::zeros({rows, x.size(1)}, x.options());
+    padded.narrow(0, 0, R0).copy_(x);
+    x = padded;
+  }
   c10::optional<torch::Tensor> bias;
   if (bias_.has_value() && bias_->defined()) {
     TORCH_CHECK(bias_->numel() == N && bias_->scalar_type() == torch::kFloat32, "fewrows.linear: bias of N floats");
@@ -169,7 +178,7 @@ static torch::Tensor linear(const torch::Tensor& x_, const torch::Tensor& packed
     const int64_t m = R - r < ROWS ? R - r : ROWS;
     dispatch<ROWS>(m, xp + r * K, K, wp, bp, yp + r * N, N, B);
   }
-  return y;
+  return R > R0 ? y.narrow(0, 0, R0) : y;
 }
 
 static int64_t panel_width() { return PANEL; }
@@ -179,7 +188,7 @@ static int64_t panel_width() { return PANEL; }
 
 FEWROWS_LIBRARY(FEWROWS_NS, m) {
   m.def("pack(Tensor weight) -> Tensor");
-  m.def("linear(Tensor x, Tensor packed, Tensor? bias, int n) -> Tensor");
+  m.def("linear(Tensor x, Tensor packed, Tensor? bias, int n, int rows=0) -> Tensor");
   m.def("panel_width() -> int", &panel_width);
 }
 
