@@ -25,10 +25,10 @@ bundled model: 46 KB per position, 12 MB for 256 positions, 189 MB for 4096).
 
 Grouped KV heads (the bundled model: 9 query heads over 3 KV heads): transformers' sdpa attention,
 given a mask inside a compiled graph, repeats the cache's keys and values for every query head
-(``repeat_kv``: a copy of the whole cache per layer and step, 5 ms of a 31 ms step here); the
-compiled step runs its model with ``gqa_sdpa``, which asks SDPA for the grouped heads instead
-(``enable_gqa``; the same values, measured bit for bit in eager on 4- and 8-token steps) and is
-transformers' own sdpa everywhere else.
+(``repeat_kv``: a copy of the whole cache per layer and step, 5 ms of a 31 ms step here), and so
+does its eager forward of a step that feeds several tokens; models on the CPU run with
+``gqa_sdpa``, which asks SDPA for the grouped heads instead (``enable_gqa``; the same values, bit for
+bit in eager on 2- to 16-token steps) and is transformers' own sdpa everywhere else.
 
 On a CUDA device the graphs are also captured as CUDA graphs (gpt-fast's approach: inductor's
 ``mode="reduce-overhead"``, one captured graph per fed and cache size), so a step is one replay
@@ -96,12 +96,13 @@ GQA_SDPA = "pdl_gqa_sdpa"  # the attention implementation the compiled step give
 
 
 def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None, **kwargs):
-    """transformers' sdpa attention, except in a compiled CPU graph with a mask over grouped KV
-    heads: there SDPA takes the groups itself (``enable_gqa``) instead of a repeated copy of the
-    cache (see the module docstring)."""
+    """transformers' sdpa attention, except on the CPU with a mask over grouped KV heads, in a
+    compiled graph or for a step that feeds several tokens: there SDPA takes the groups itself
+    (``enable_gqa``) instead of a repeated copy of the cache (see the module docstring). A one-token
+    eager step keeps transformers' path (its queries packed over the KV heads: no copy either)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if (torch.compiler.is_compiling() and attention_mask is not None and query.device.type == "cpu"
+    if ((torch.compiler.is_compiling() or query.shape[2] > 1) and attention_mask is not None and query.device.type == "cpu"
             and getattr(module, "num_key_value_groups", 1) > 1 and not dropout
             and kwargs.get("position_bias") is None and kwargs.get("softcap") is None):
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
@@ -111,8 +112,9 @@ def gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, sc
                                   is_causal=is_causal, **kwargs)
 
 
-def _use_gqa_sdpa(model) -> None:
-    """Run ``model`` with ``gqa_sdpa`` where it runs transformers' sdpa (eager forwards unchanged)."""
+def use_gqa_sdpa(model) -> None:
+    """Run ``model`` with ``gqa_sdpa`` where it runs transformers' sdpa (decoding.model does so for
+    every model it loads on the CPU; the compiled step for its own)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -147,7 +149,7 @@ class CompiledStep:
         # silently run the rest eagerly
         limit = len(FED_SIZES) * len(CACHE_SIZES) + 8
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
-        _use_gqa_sdpa(model)
+        use_gqa_sdpa(model)
         self.cuda = next(model.parameters()).device.type == "cuda"
         self.fn = torch.compile(self._forward, dynamic=False, mode="reduce-overhead" if self.cuda else None)
 

@@ -249,6 +249,10 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
     from .kernels import use_skinny
 
     used = use_skinny(model, kernel, progress)
+    if str(device).split(":")[0] == "cpu":
+        from .compiled import use_gqa_sdpa
+
+        use_gqa_sdpa(model)  # a step feeding several tokens attends over the grouped KV heads without copying them
     return with_step(LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used), step, progress)
 
 

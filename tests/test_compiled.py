@@ -271,12 +271,13 @@ def test_the_apps_compiled_step(monkeypatch):
 
 
 def test_the_compiled_steps_attention_takes_grouped_heads(monkeypatch):
-    """gqa_sdpa: transformers' sdpa outside a compiled graph (the same bits); inside one, with a
-    mask over grouped KV heads, SDPA's own grouping (the same values, no repeated copy)."""
+    """gqa_sdpa: transformers' sdpa for a one-token eager step; for several tokens eagerly (the
+    same bits) and inside a compiled graph (the same values), with a mask over grouped KV heads,
+    SDPA's own grouping (no repeated copy)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     lm, ref = tiny_lm("llama", 0), tiny_lm("llama", 0)
-    C._use_gqa_sdpa(lm.model)
+    C.use_gqa_sdpa(lm.model)
     assert lm.model.config._attn_implementation == C.GQA_SDPA
     ids = torch.tensor([_prompt(5, 12)])
     from transformers import StaticCache
@@ -293,6 +294,8 @@ def test_the_compiled_steps_attention_takes_grouped_heads(monkeypatch):
     mask = torch.zeros(1, 1, 3, 10)
     mask[..., 8:] = torch.finfo(torch.float32).min
     want, _ = sdpa_attention_forward(attn, q, k, v, mask, scaling=0.25)
+    got, _ = C.gqa_sdpa(attn, q, k, v, mask, scaling=0.25)  # eager, 3 queries: SDPA's grouping, the same bits
+    assert got.shape == want.shape and torch.equal(got, want)
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     got, _ = C.gqa_sdpa(attn, q, k, v, mask, scaling=0.25)
     assert got.shape == want.shape
