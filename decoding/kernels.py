@@ -429,9 +429,8 @@ def _use_fewrows(model, linears: list, on_cpu: bool, progress=None) -> str:
             pack_fewrows(m)
     except RuntimeError:
         return "stock"
-    for m in packed:
-        m.forward = types.MethodType(fewrows_forward, m)
     plan = row_plan(model, progress=progress)
     for m in packed:
+        m.forward = types.MethodType(fewrows_forward, m)
         m._row_plan = plan
     return "fewrows"

@@ -246,14 +246,22 @@ def load_model(name: str | None = None, device: str | None = None, dtype: str | 
         model.eval()
         return LoadedModel(model, tokenizer, model_id, str(model.device), dtype, time.perf_counter() - t0, placed or None)
     model.to(device).eval()
+    used = _fit_for_steps(model, device, kernel, progress)
+    return with_step(LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used), step, progress)
+
+
+def _fit_for_steps(model, device: str, kernel: str, progress=None) -> str:
+    """Give a loaded model its linear kernel (decoding.kernels.use_skinny; returns the one in use)
+    and, on the CPU, the attention that takes grouped KV heads without copying them for a step
+    feeding several tokens (decoding.compiled.use_gqa_sdpa)."""
     from .kernels import use_skinny
 
     used = use_skinny(model, kernel, progress)
     if str(device).split(":")[0] == "cpu":
         from .compiled import use_gqa_sdpa
 
-        use_gqa_sdpa(model)  # a step feeding several tokens attends over the grouped KV heads without copying them
-    return with_step(LoadedModel(model, tokenizer, model_id, device, dtype, time.perf_counter() - t0, kernel=used), step, progress)
+        use_gqa_sdpa(model)
+    return used
 
 
 def with_step(lm: LoadedModel, step: str, progress=None) -> LoadedModel:

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -212,8 +213,6 @@ def curve_of(lm, context: int, ks: list[int], seconds: list[float], repeats: int
              ar_overhead: float | None = None) -> CostCurve:
     """The CostCurve of forwards just timed on ``lm`` (decoding.perf.timing.forward_seconds), stamped
     with the time, the load and the machine."""
-    import time
-
     from ..paths import cpu_name
 
     return CostCurve(model_id=lm.model_id, device=str(lm.device), dtype=str(lm.dtype), threads=_threads(),
