@@ -37,7 +37,7 @@ from .paths import cpu_name
 SOURCE = Path(__file__).parent / "csrc" / "fewrows.cpp"
 FLAGS = ("-O3", "-march=native", "-ffp-contract=fast", "-fopenmp")
 NAMESPACE = "pdl_fewrows"
-MAX_ROWS = 32  # the row counts the kernel takes (decoding steps); more (a prefill) go to F.linear
+MAX_ROWS = 32  # rows in one pass of the kernel (a decoding step); more in passes up to kernels.row_limit, then F.linear
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}  # namespace -> torch.ops namespace, or the exception that stopped it

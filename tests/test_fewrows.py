@@ -75,6 +75,7 @@ def test_the_fewrows_forward_and_its_fallbacks():
         for rows in (1, 3, 8, fewrows.MAX_ROWS):
             x = torch.randn(1, rows, 48)
             torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-4)
+        lin._few_limit = fewrows.MAX_ROWS  # past the machine's row limit: F.linear
         x = torch.randn(1, fewrows.MAX_ROWS + 1, 48)
         assert torch.equal(lin(x), F.linear(x, lin.weight, lin.bias))
         x = torch.randn(1, 5, 48).transpose(0, 1)  # non-contiguous
@@ -115,6 +116,40 @@ def test_a_row_plan_is_kept_per_machine_and_changes_no_bit(tmp_path, monkeypatch
         plain = lin(x)
         lin._row_plan = [min(r + 3, kernels.PLAN_ROWS) for r in range(kernels.PLAN_ROWS + 1)]
         assert torch.equal(lin(x), plain)
+
+
+def test_the_row_limit_is_the_last_probe_up_to_which_the_kernel_won():
+    """kernels.limit_from_times: the kernel takes rows in passes up to the largest probe it won at,
+    every smaller probe won too; MAX_ROWS where it lost at the first."""
+    rows = [64, 128, 256, 512]
+    assert kernels.limit_from_times(rows, [55, 101, 232, 470], [132, 232, 459, 900]) == 512  # Zen 5 + MKL
+    assert kernels.limit_from_times(rows, [55, 101, 232, 470], [132, 90, 459, 900]) == 64  # lost at 128: no further
+    assert kernels.limit_from_times(rows, [55, 101], [50, 232]) == fewrows.MAX_ROWS
+
+
+@needs_fewrows
+def test_rows_past_one_pass_keep_each_rows_bits_up_to_the_limit(tmp_path, monkeypatch):
+    """More rows than one pass (up to the row limit) go through the kernel in passes, each row's
+    result the one-row product's bit for bit; past the limit F.linear. The limit is kept per machine."""
+    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_quiet", lambda: True)
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(48, 80)
+    model = torch.nn.Sequential(lin)
+    assert use_skinny(model, "fewrows") == "fewrows"
+    assert lin._few_limit in {fewrows.MAX_ROWS} | {p * fewrows.MAX_ROWS for p in kernels.LIMIT_PASSES}
+    monkeypatch.setattr(kernels, "_median_seconds", lambda fn, repeats: pytest.fail("measured again"))
+    assert kernels.row_limit(model) == lin._few_limit  # kept in the cache folder
+    rows = 2 * fewrows.MAX_ROWS + 3
+    x = torch.randn(1, rows, 48)
+    with torch.inference_mode():
+        lin._few_limit = 4 * fewrows.MAX_ROWS
+        many = lin(x)
+        for r in (0, fewrows.MAX_ROWS, rows - 1):
+            assert torch.equal(many[0, r], lin(x[:, r:r + 1])[0, 0])
+        torch.testing.assert_close(many, F.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-4)
+        lin._few_limit = 2 * fewrows.MAX_ROWS
+        assert torch.equal(lin(x), F.linear(x, lin.weight, lin.bias))
 
 
 def test_a_kernel_that_cannot_build_leaves_the_stock_one(monkeypatch):

@@ -51,7 +51,7 @@ class CostCurve:
     load_avg: float | None = None  # the machine's 1-minute load average after measuring (busy: noisy curve)
     version: int = CURVE_VERSION
     kernel: str = "stock"  # the linear layers' kernel the model ran with (decoding.kernels)
-    cpu: str = ""  # the CPU's model name where measured (decoding.paths.cpu_name; "": not recorded)
+    cpu: str = ""  # the CPU where measured: model name, family, vector extension (decoding.paths.cpu_name; "": not recorded)
 
     def relative(self) -> list[float]:
         """c(k) / c(1) at each measured k."""
