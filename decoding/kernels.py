@@ -212,9 +212,9 @@ def row_limit(model, repeats: int = 3, progress=None) -> int:
     MAX_ROWS up to which the kernel measured faster at every probe, or MAX_ROWS. On a 2-core AMD EPYC
     with AVX-512 (Zen 5) the kernel beat MKL's product 2-3x from 16 rows to 256 (all 211 products of
     the bundled model at 64 rows: 55 against 132 ms), where this limit was 32 rows and a 48-token step
-    cost 5.6 one-token steps; where MKL's GEMM is the faster one, F.linear keeps those rows. Measured on the model's most
-    common weight shape and its widest-input one (not the logits head: a prefill keeps one row of
-    it); kept per machine like the row plan."""
+    cost 5.6 one-token steps; where MKL's GEMM is the faster one, F.linear keeps those rows. Measured
+    on the model's most common weight shape and its widest-input one (not the logits head: a prefill
+    keeps one row of it); kept per machine like the row plan."""
     key = machine_key(model) + " | row limit"
     kept = _read_choices().get(key)
     if kept and isinstance(kept.get("limit"), int):
