@@ -99,14 +99,21 @@ def test_the_row_plan_computes_a_count_as_the_faster_larger_one():
     assert kernels.plan_from_times([0, 10.0, 10.2, 9.9]) == [0, 1, 2, 3]  # within the margin: none
 
 
-@needs_fewrows
-def test_a_row_plan_is_kept_per_machine_and_changes_no_bit(tmp_path, monkeypatch):
+def _measured_layer(tmp_path, monkeypatch, seed: int):
+    """A 48 -> 80 layer on the few-row kernel, its row plan and limit measured into a cache folder of its own
+    (on a machine taken as quiet, so they are kept there)."""
     monkeypatch.setenv("PDL_CACHE", str(tmp_path))
     monkeypatch.setattr(kernels, "_quiet", lambda: True)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     lin = torch.nn.Linear(48, 80)
     model = torch.nn.Sequential(lin)
     assert use_skinny(model, "fewrows") == "fewrows"
+    return lin, model
+
+
+@needs_fewrows
+def test_a_row_plan_is_kept_per_machine_and_changes_no_bit(tmp_path, monkeypatch):
+    lin, model = _measured_layer(tmp_path, monkeypatch, seed=0)
     assert len(lin._row_plan) == kernels.PLAN_ROWS + 1 and all(q >= r for r, q in enumerate(lin._row_plan))
     monkeypatch.setattr(kernels, "_median_seconds", lambda fn, repeats: pytest.fail("measured again"))
     assert kernels.row_plan(model) == lin._row_plan  # kept in the cache folder
@@ -131,12 +138,7 @@ def test_the_row_limit_is_the_last_probe_up_to_which_the_kernel_won():
 def test_rows_past_one_pass_keep_each_rows_bits_up_to_the_limit(tmp_path, monkeypatch):
     """More rows than one pass (up to the row limit) go through the kernel in passes, each row's
     result the one-row product's bit for bit; past the limit F.linear. The limit is kept per machine."""
-    monkeypatch.setenv("PDL_CACHE", str(tmp_path))
-    monkeypatch.setattr(kernels, "_quiet", lambda: True)
-    torch.manual_seed(1)
-    lin = torch.nn.Linear(48, 80)
-    model = torch.nn.Sequential(lin)
-    assert use_skinny(model, "fewrows") == "fewrows"
+    lin, model = _measured_layer(tmp_path, monkeypatch, seed=1)
     assert lin._few_limit in {fewrows.MAX_ROWS} | {p * fewrows.MAX_ROWS for p in kernels.LIMIT_PASSES}
     monkeypatch.setattr(kernels, "_median_seconds", lambda fn, repeats: pytest.fail("measured again"))
     assert kernels.row_limit(model) == lin._few_limit  # kept in the cache folder
